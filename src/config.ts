@@ -1,0 +1,319 @@
+import { readFileSync, existsSync } from 'node:fs';
+import { ConfigError } from './errors.js';
+
+/** A listener port: a number (0 = pick a free port) or null when switched `off`. */
+export type PortSetting = number | null;
+
+export interface PartnerConfig {
+  id: string;
+  authId: string;
+  /** Plaintext token from the operator's configuration; hashed at load, never logged. */
+  authToken: string;
+  name: string;
+  email: string;
+  /** Password for the interactive JWT login (POST /api/v1/partner/login); optional. */
+  password: string | null;
+  company: string;
+  canCreateAccounts: boolean;
+  canTransferBalance: boolean;
+}
+
+export interface Config {
+  /** Address the SIP listeners bind to. `::` binds IPv4 and IPv6. @default '0.0.0.0' */
+  sipHost: string;
+  /** Address written into our own Via/Record-Route/Contact when it must be routable. @default derived from sipHost */
+  sipAdvertisedHost: string | null;
+  /** @default 5060 */ udpPort: PortSetting;
+  /** @default 5060 */ tcpPort: PortSetting;
+  /** @default 5061 */ tlsPort: PortSetting;
+  /** @default 5066 */ wsPort: PortSetting;
+  /** @default 7443 */ wssPort: PortSetting;
+  /** @default '0.0.0.0' */ httpHost: string;
+  /** @default 8080 */ httpPort: PortSetting;
+  /** Parent domain of every account's SIP domain: `<auth_id>.<sipDomain>`. @default 'sip.localhost' */
+  sipDomain: string;
+  /** Shortest Expires accepted, seconds (RFC 3261 §10.3 step 7). @default 60 */
+  minExpires: number;
+  /** Longest Expires granted; longer requests are clamped. @default 7200 */
+  maxExpires: number;
+  /** Expires used when the REGISTER gives none. @default 3600 */
+  defaultExpires: number;
+  /** Answer a too-short Expires by raising it to minExpires instead of 423 (some phones mishandle 423). @default false */
+  clampMinExpires: boolean;
+  /** Most bindings one endpoint may hold. @default 10 */
+  maxContacts: number;
+  /** Unset → the embedded in-memory store. */
+  redisUrl: string | null;
+  tlsCertFile: string | null;
+  tlsKeyFile: string | null;
+  /** HMAC key for digest nonces; random per process when unset (nonces then do not survive a restart). */
+  nonceSecret: string | null;
+  /** Seconds a nonce stays fresh; older well-signed nonces get stale=true. @default 300 */
+  nonceTtl: number;
+  /** Digest algorithms offered, in order (RFC 8760: strongest first). @default ['SHA-256', 'MD5'] */
+  digestAlgorithms: Array<'SHA-256' | 'MD5'>;
+  /** @default 'info' */ logLevel: string;
+  /** Origins accepted on WS/WSS upgrades; empty = any. @default [] */
+  wsAllowedOrigins: string[];
+  /** Largest SIP message accepted, bytes. @default 65535 */
+  maxMessageSize: number;
+  /** Most header lines in one message. @default 128 */
+  maxHeaders: number;
+  /** Longest single header line, bytes. @default 8192 */
+  maxLineLength: number;
+  /** Seconds a stream connection may stay silent before it is closed. @default 300 */
+  idleTimeout: number;
+  /** Most concurrent stream (TCP/TLS/WS) connections. @default 50000 */
+  maxConnections: number;
+  /** Identifies this process in flow-owned bindings. @default random */
+  nodeId: string;
+  /** HTTP API requests per minute per Auth ID. @default 1000 */
+  apiRateLimit: number;
+  partners: PartnerConfig[];
+  /** 'production' refuses built-in development credentials. */
+  production: boolean;
+}
+
+/** Every default in one place (ioredis DEFAULT_REDIS_OPTIONS, kamailio config.c). */
+export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production'>> = Object.freeze({
+  sipHost: '0.0.0.0',
+  sipAdvertisedHost: null,
+  udpPort: 5060,
+  tcpPort: 5060,
+  tlsPort: 5061,
+  wsPort: 5066,
+  wssPort: 7443,
+  httpHost: '0.0.0.0',
+  httpPort: 8080,
+  sipDomain: 'sip.localhost',
+  minExpires: 60,
+  maxExpires: 7200,
+  defaultExpires: 3600,
+  clampMinExpires: false,
+  maxContacts: 10,
+  redisUrl: null,
+  tlsCertFile: null,
+  tlsKeyFile: null,
+  nonceSecret: null,
+  nonceTtl: 300,
+  digestAlgorithms: ['SHA-256', 'MD5'],
+  logLevel: 'info',
+  wsAllowedOrigins: [],
+  maxMessageSize: 65535,
+  maxHeaders: 128,
+  maxLineLength: 8192,
+  idleTimeout: 300,
+  maxConnections: 50000,
+  apiRateLimit: 1000,
+});
+
+type Env = Record<string, string | undefined>;
+
+/** Maps environment variables to config keys and how to read them. */
+const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknown]> = [
+  ['SIP_HOST', 'sipHost', str],
+  ['SIP_ADVERTISED_HOST', 'sipAdvertisedHost', str],
+  ['SIP_UDP_PORT', 'udpPort', port],
+  ['SIP_TCP_PORT', 'tcpPort', port],
+  ['SIP_TLS_PORT', 'tlsPort', port],
+  ['SIP_WS_PORT', 'wsPort', port],
+  ['SIP_WSS_PORT', 'wssPort', port],
+  ['HTTP_HOST', 'httpHost', str],
+  ['HTTP_PORT', 'httpPort', port],
+  ['SIP_DOMAIN', 'sipDomain', domain],
+  ['SIP_MIN_EXPIRES', 'minExpires', int(1, 86400 * 7)],
+  ['SIP_MAX_EXPIRES', 'maxExpires', int(1, 86400 * 7)],
+  ['SIP_DEFAULT_EXPIRES', 'defaultExpires', int(1, 86400 * 7)],
+  ['SIP_CLAMP_MIN_EXPIRES', 'clampMinExpires', bool],
+  ['SIP_MAX_CONTACTS', 'maxContacts', int(1, 1000)],
+  ['REDIS_URL', 'redisUrl', redisUrl],
+  ['TLS_CERT_FILE', 'tlsCertFile', file],
+  ['TLS_KEY_FILE', 'tlsKeyFile', file],
+  ['NONCE_SECRET', 'nonceSecret', secret(16)],
+  ['NONCE_TTL', 'nonceTtl', int(5, 3600)],
+  ['DIGEST_ALGORITHMS', 'digestAlgorithms', algorithms],
+  ['LOG_LEVEL', 'logLevel', level],
+  ['WS_ALLOWED_ORIGINS', 'wsAllowedOrigins', list],
+  ['SIP_MAX_MESSAGE_SIZE', 'maxMessageSize', int(1024, 1 << 20)],
+  ['SIP_MAX_HEADERS', 'maxHeaders', int(16, 1024)],
+  ['SIP_IDLE_TIMEOUT', 'idleTimeout', int(5, 86400)],
+  ['SIP_MAX_CONNECTIONS', 'maxConnections', int(1, 1_000_000)],
+  ['NODE_ID', 'nodeId', str],
+  ['API_RATE_LIMIT', 'apiRateLimit', int(1, 10_000_000)],
+];
+
+function str(v: string): string {
+  return v.trim();
+}
+function port(v: string, name: string): PortSetting {
+  const t = v.trim().toLowerCase();
+  if (t === 'off') return null;
+  if (!/^\d+$/.test(t) || Number(t) > 65535) throw new ConfigError(`${name} must be a port 0-65535 or "off", got "${v}"`);
+  return Number(t);
+}
+function int(min: number, max: number) {
+  return (v: string, name: string): number => {
+    const t = v.trim();
+    if (!/^\d+$/.test(t) || Number(t) < min || Number(t) > max) {
+      throw new ConfigError(`${name} must be an integer ${min}-${max}, got "${v}"`);
+    }
+    return Number(t);
+  };
+}
+function bool(v: string, name: string): boolean {
+  const t = v.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(t)) return true;
+  if (['0', 'false', 'no', 'off'].includes(t)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${v}"`);
+}
+function domain(v: string, name: string): string {
+  const t = v.trim().toLowerCase();
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(t)) {
+    throw new ConfigError(`${name} must be a DNS domain name, got "${v}"`);
+  }
+  return t;
+}
+function redisUrl(v: string, name: string): string | null {
+  const t = v.trim();
+  if (t === '') return null;
+  if (!/^rediss?:\/\//.test(t)) throw new ConfigError(`${name} must start with redis:// or rediss://`);
+  return t;
+}
+function file(v: string, name: string): string {
+  if (!existsSync(v)) throw new ConfigError(`${name}: file not found: ${v}`);
+  return v;
+}
+function secret(minLen: number) {
+  return (v: string, name: string): string => {
+    if (v.length < minLen) throw new ConfigError(`${name} must be at least ${minLen} characters`);
+    return v;
+  };
+}
+function algorithms(v: string, name: string): Array<'SHA-256' | 'MD5'> {
+  const out = v.split(',').map((s) => s.trim().toUpperCase()).filter(Boolean);
+  if (out.length === 0 || out.some((a) => a !== 'SHA-256' && a !== 'MD5')) {
+    throw new ConfigError(`${name} must list SHA-256 and/or MD5, got "${v}"`);
+  }
+  return out as Array<'SHA-256' | 'MD5'>;
+}
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+function level(v: string, name: string): string {
+  const t = v.trim().toLowerCase();
+  if (!LEVELS.includes(t)) throw new ConfigError(`${name} must be one of ${LEVELS.join(', ')}, got "${v}"`);
+  return t;
+}
+function list(v: string): string[] {
+  return v.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+function parsePartner(raw: unknown, where: string): PartnerConfig {
+  if (typeof raw !== 'object' || raw === null) throw new ConfigError(`${where} must be an object`);
+  const o = raw as Record<string, unknown>;
+  const s = (k: string, req: boolean): string | null => {
+    const val = o[k];
+    if (val === undefined || val === null) {
+      if (req) throw new ConfigError(`${where}.${k} is required`);
+      return null;
+    }
+    if (typeof val !== 'string' || val === '') throw new ConfigError(`${where}.${k} must be a non-empty string`);
+    return val;
+  };
+  const authId = s('auth_id', true) as string;
+  const authToken = s('auth_token', true) as string;
+  if (authToken.length < 16) throw new ConfigError(`${where}.auth_token must be at least 16 characters`);
+  return {
+    id: s('id', false) ?? authId,
+    authId,
+    authToken,
+    name: s('name', false) ?? authId,
+    email: s('email', false) ?? '',
+    password: s('password', false),
+    company: s('company', false) ?? '',
+    canCreateAccounts: o.can_create_accounts !== false,
+    canTransferBalance: o.can_transfer_balance === true,
+  };
+}
+
+/**
+ * Reads configuration: defaults, then the JSON file named by SIP_EDGE_CONFIG (or
+ * config/sip-edge.json when present), then environment variables. Validates every
+ * value and returns a frozen object; a bad value throws ConfigError naming it.
+ */
+export function loadConfig(env: Env, opts: { configFile?: string | null } = {}): Readonly<Config> {
+  const cfg: Config = {
+    ...DEFAULTS,
+    digestAlgorithms: [...DEFAULTS.digestAlgorithms],
+    wsAllowedOrigins: [],
+    nodeId: Math.random().toString(36).slice(2, 10),
+    partners: [],
+    production: env.NODE_ENV === 'production',
+  };
+
+  const fileName = opts.configFile !== undefined ? opts.configFile : env.SIP_EDGE_CONFIG ?? null;
+  if (fileName) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(fileName, 'utf8'));
+    } catch (e) {
+      throw new ConfigError(`config file ${fileName}: ${(e as Error).message}`);
+    }
+    if (typeof parsed !== 'object' || parsed === null) throw new ConfigError(`config file ${fileName} must hold a JSON object`);
+    const obj = parsed as Record<string, unknown>;
+    // The file uses the same names as the environment (SIP_UDP_PORT …) plus "partners".
+    for (const [envName, key, read] of ENV_KEYS) {
+      const v = obj[envName];
+      if (v === undefined) continue;
+      (cfg as unknown as Record<string, unknown>)[key] = read(String(v), `${envName} (in ${fileName})`);
+    }
+    if (obj.partners !== undefined) {
+      if (!Array.isArray(obj.partners)) throw new ConfigError(`partners (in ${fileName}) must be an array`);
+      cfg.partners = obj.partners.map((p, i) => parsePartner(p, `partners[${i}]`));
+    }
+  }
+
+  for (const [envName, key, read] of ENV_KEYS) {
+    const v = env[envName];
+    if (v === undefined || v === '') continue;
+    (cfg as unknown as Record<string, unknown>)[key] = read(v, envName);
+  }
+
+  if (env.PARTNER_AUTH_ID || env.PARTNER_AUTH_TOKEN) {
+    cfg.partners.push(
+      parsePartner(
+        {
+          auth_id: env.PARTNER_AUTH_ID,
+          auth_token: env.PARTNER_AUTH_TOKEN,
+          name: env.PARTNER_NAME,
+          email: env.PARTNER_EMAIL,
+          password: env.PARTNER_PASSWORD,
+        },
+        'PARTNER_AUTH_ID/PARTNER_AUTH_TOKEN',
+      ),
+    );
+  }
+
+  if (cfg.minExpires > cfg.maxExpires) throw new ConfigError('SIP_MIN_EXPIRES must not exceed SIP_MAX_EXPIRES');
+  if (cfg.defaultExpires < cfg.minExpires || cfg.defaultExpires > cfg.maxExpires) {
+    throw new ConfigError('SIP_DEFAULT_EXPIRES must lie between SIP_MIN_EXPIRES and SIP_MAX_EXPIRES');
+  }
+  if (cfg.production && cfg.partners.some((p) => p.authToken === DEV_PARTNER_TOKEN)) {
+    throw new ConfigError('the development partner token is refused when NODE_ENV=production');
+  }
+  const seen = new Set<string>();
+  for (const p of cfg.partners) {
+    if (seen.has(p.authId)) throw new ConfigError(`partner auth_id ${p.authId} is configured twice`);
+    seen.add(p.authId);
+  }
+  return deepFreeze(cfg);
+}
+
+/** Token of the development partner written by config/sip-edge.example.json; refused in production. */
+export const DEV_PARTNER_TOKEN = 'dev-partner-token-change-me';
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object') {
+    for (const v of Object.values(o as object)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}

@@ -1,0 +1,104 @@
+/**
+ * The location service (RFC 3261 §10.3, kamailio usrloc): bindings of an
+ * address-of-record to contacts. Two implementations: RedisLocationStore
+ * (production) and MemoryLocationStore (the embedded default). Both pass the
+ * same contract suite (test/contract/location-store.test.ts).
+ *
+ * An AOR is identified by its account SIP domain and endpoint username, both
+ * lower-case: `{ domain: 'acme.sip.localhost', user: 'alice' }`.
+ */
+
+export type SipTransportName = 'udp' | 'tcp' | 'tls' | 'ws' | 'wss';
+
+export interface Aor {
+  /** Account SIP domain, lower-case; the hash tag of every Redis key of the account. */
+  domain: string;
+  /** Endpoint username (as provisioned; alphanumeric). */
+  user: string;
+}
+
+/** One registered contact of an endpoint. */
+export interface Binding {
+  /**
+   * Identity of the binding within its AOR: `<+sip.instance>;reg-id=<n>` when the
+   * contact carries them (RFC 5626), else the Contact URI as sent.
+   */
+  key: string;
+  /** Contact URI as sent (no display name, no header parameters). */
+  uri: string;
+  /** The whole Contact header value as sent, echoed in 200 OK with a fresh `expires`. */
+  contact: string;
+  /** Absolute expiry, milliseconds since the epoch. */
+  expiresAt: number;
+  /** When this binding was last written (milliseconds since the epoch). */
+  updatedAt: number;
+  callId: string;
+  cseq: number;
+  userAgent: string | null;
+  /** Where the REGISTER really came from: `sip:<ip>:<port>;transport=<t>`. */
+  received: string;
+  transport: SipTransportName;
+  /** Path header value(s), comma-joined, as received (RFC 3327), or null. */
+  path: string | null;
+  /** q-value as written, or null. */
+  q: number | null;
+  instanceId: string | null;
+  regId: number | null;
+  /** For TCP/TLS/WS/WSS: the node and connection that own the flow; null for UDP. */
+  nodeId: string | null;
+  connId: string | null;
+}
+
+/** A binding the REGISTER asks to add or refresh (expires > 0). */
+export type BindingWrite = Omit<Binding, 'updatedAt'>;
+
+/**
+ * One REGISTER, applied atomically (RFC 3261 §10.3 steps 6-8): every removal and
+ * write happens, or none does.
+ */
+export interface RegisterOp {
+  callId: string;
+  cseq: number;
+  /** Current time, ms; everything with expiresAt <= now is treated as absent. */
+  now: number;
+  /** `Contact: *` with Expires 0: remove every binding (subject to Call-ID/CSeq order). */
+  removeAll: boolean;
+  /** Bindings to write (expires > 0), keyed by Binding.key. */
+  writes: BindingWrite[];
+  /** Keys of bindings to remove (expires = 0). */
+  removes: string[];
+  /** Most live bindings allowed after the operation. */
+  maxContacts: number;
+}
+
+export type RegisterResult =
+  | { ok: true; bindings: Binding[] }
+  /**
+   * OUT_OF_ORDER: an existing binding has the same Call-ID and a CSeq >= the
+   * request's (RFC 3261 §10.3 step 7: SHOULD reject with 500).
+   * TOO_MANY: the write would exceed maxContacts.
+   */
+  | { ok: false; code: 'OUT_OF_ORDER' | 'TOO_MANY'; bindings: Binding[] };
+
+export interface LocationStore {
+  /** Apply one REGISTER; returns the live bindings afterwards, most recently updated first. */
+  register(aor: Aor, op: RegisterOp): Promise<RegisterResult>;
+  /** Live bindings of one AOR (expiresAt > now), most recently updated first. */
+  lookup(aor: Aor, now?: number): Promise<Binding[]>;
+  /** Live bindings of many AORs in one round trip (the HTTP list view). */
+  lookupMany(aors: Aor[], now?: number): Promise<Map<string, Binding[]>>;
+  /** Remove every binding of the AOR (password change, endpoint delete). Returns how many were live. */
+  removeAll(aor: Aor): Promise<number>;
+  /** Remove the given binding keys of one AOR (the flow that carried them closed). */
+  removeKeys(aor: Aor, keys: string[]): Promise<number>;
+  /** Count of live bindings in the whole store, by transport (metrics, tests). Not for request paths. */
+  countLive(now?: number): Promise<Record<SipTransportName, number>>;
+  /** Probe the backend (readiness). */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** Map key of an AOR in lookupMany results. */
+export function aorKey(aor: Aor): string {
+  return `${aor.user}@${aor.domain}`;
+}
