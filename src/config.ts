@@ -96,7 +96,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   tlsKeyFile: null,
   nonceSecret: null,
   nonceTtl: 300,
-  digestAlgorithms: ['SHA-256', 'MD5'],
+  digestAlgorithms: ['SHA-256', 'MD5'] as Array<'SHA-256' | 'MD5'>,
   logLevel: 'info',
   wsAllowedOrigins: [],
   maxMessageSize: 65535,

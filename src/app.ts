@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { NonceManager } from './auth/nonce.js';
+import { DigestAuthenticator } from './auth/authenticator.js';
+import { Registrar } from './registrar/registrar.js';
+import { SipRouter, type RequestHandler } from './core/router.js';
+import type { LocationStore } from './store/location-store.js';
+import type { CredentialStore } from './store/credentials.js';
+import { MemoryCredentialStore, MemoryLocationStore } from './store/memory-store.js';
+import { RedisCredentialStore, RedisLocationStore } from './store/redis-store.js';
+import type { BoundAddress, SipTransportName, Transport } from './transport/types.js';
+import { UdpTransport } from './transport/udp.js';
+import { StreamTransport } from './transport/stream.js';
+import { WsTransport } from './transport/ws.js';
+import { loadTlsCredentials } from './transport/tls-credentials.js';
+
+export const SERVER_NAME = 'sip-edge/0.1';
+
+/** Every bound port; null when that listener is `off`. */
+export type Listening = Record<SipTransportName | 'http', BoundAddress | null>;
+
+export interface App {
+  readonly location: LocationStore;
+  readonly credentials: CredentialStore;
+  readonly registrar: Registrar;
+  start(): Promise<Listening>;
+  stop(): Promise<void>;
+  /** Re-read the TLS certificate and key (SIGHUP); open flows keep theirs. */
+  reloadTls(): void;
+}
+
+/**
+ * Composition root: builds and wires every layer (STYLE.md: layers meet through
+ * small interfaces, wired only here).
+ */
+export function createApp(config: Readonly<Config>, log: Logger): App {
+  let redis: Redis | null = null;
+  let location: LocationStore;
+  let credentials: CredentialStore;
+  if (config.redisUrl) {
+    redis = new Redis(config.redisUrl, {
+      // Fail fast while Redis is away (REGISTER answers 503) and reconnect quickly when it is back.
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      retryStrategy: (times) => Math.min(200 + times * 100, 1000),
+      connectionName: `sip-edge:${config.nodeId}`,
+    });
+    redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis error'));
+    location = new RedisLocationStore(redis);
+    credentials = new RedisCredentialStore(redis);
+  } else {
+    location = new MemoryLocationStore();
+    credentials = new MemoryCredentialStore();
+  }
+
+  const nonces = new NonceManager({
+    secret: config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32),
+    ttlSeconds: config.nonceTtl,
+  });
+  const auth = new DigestAuthenticator({ credentials, nonces, algorithms: config.digestAlgorithms });
+  const registrar = new Registrar({
+    store: location,
+    auth,
+    policy: {
+      minExpires: config.minExpires,
+      maxExpires: config.maxExpires,
+      defaultExpires: config.defaultExpires,
+      clampMinExpires: config.clampMinExpires,
+      maxContacts: config.maxContacts,
+    },
+    sipDomain: config.sipDomain,
+    nodeId: config.nodeId,
+    log: log.child({ component: 'registrar' }),
+  });
+
+  const handlers = new Map<string, RequestHandler>([
+    ['REGISTER', (ctx) => registrar.handle(ctx)],
+    // OPTIONS is the keep-alive and capability probe of phones and monitors (RFC 3261 §11.2).
+    ['OPTIONS', async () => ({ status: 200, reason: 'OK', headers: [['Accept', 'application/sdp'], ['Supported', 'path, outbound']] })],
+  ]);
+  const transports = new Map<SipTransportName, Transport>();
+  const sipLog = log.child({ component: 'sip' });
+  const router = new SipRouter({
+    transports,
+    handlers,
+    limits: { maxMessageSize: config.maxMessageSize, maxHeaders: config.maxHeaders, maxLineLength: config.maxLineLength },
+    log: sipLog,
+    server: SERVER_NAME,
+    onFlowClosed: (flow) => {
+      if (flow.connId) void registrar.flowClosed(flow.connId);
+    },
+  });
+
+  const needTls = config.tlsPort !== null || config.wssPort !== null;
+  let tlsCreds = needTls ? loadTlsCredentials(config.tlsCertFile, config.tlsKeyFile, log) : null;
+  const stream = {
+    host: config.sipHost,
+    maxMessageSize: config.maxMessageSize,
+    idleTimeout: config.idleTimeout,
+    maxConnections: config.maxConnections,
+  };
+  if (config.udpPort !== null) {
+    transports.set('udp', new UdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize));
+  }
+  if (config.tcpPort !== null) transports.set('tcp', new StreamTransport('tcp', { ...stream, port: config.tcpPort }, router, sipLog));
+  if (config.tlsPort !== null && tlsCreds) {
+    transports.set('tls', new StreamTransport('tls', { ...stream, port: config.tlsPort, tls: tlsCreds }, router, sipLog));
+  }
+  const ws = { ...stream, allowedOrigins: config.wsAllowedOrigins };
+  if (config.wsPort !== null) transports.set('ws', new WsTransport('ws', { ...ws, port: config.wsPort }, router, sipLog));
+  if (config.wssPort !== null && tlsCreds) {
+    transports.set('wss', new WsTransport('wss', { ...ws, port: config.wssPort, tls: tlsCreds }, router, sipLog));
+  }
+
+  const started: Transport[] = [];
+  return {
+    location,
+    credentials,
+    registrar,
+    async start() {
+      const listening: Listening = { udp: null, tcp: null, tls: null, ws: null, wss: null, http: null };
+      for (const [name, t] of transports) {
+        listening[name] = await t.start();
+        started.push(t);
+      }
+      return listening;
+    },
+    async stop() {
+      for (const t of started.reverse()) await t.stop();
+      started.length = 0;
+      router.stop();
+      await location.close();
+      await credentials.close();
+      if (redis) {
+        try {
+          await redis.quit();
+        } catch {
+          redis.disconnect();
+        }
+      }
+    },
+    reloadTls() {
+      if (!needTls) return;
+      tlsCreds = loadTlsCredentials(config.tlsCertFile, config.tlsKeyFile, log);
+      for (const t of transports.values()) {
+        if (t instanceof StreamTransport || t instanceof WsTransport) t.setSecureContext(tlsCreds);
+      }
+      log.info('tls certificate reloaded');
+    },
+  };
+}

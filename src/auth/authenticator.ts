@@ -1,0 +1,95 @@
+import type { CredentialStore, EndpointCredential } from '../store/credentials.js';
+import type { SipRequest, DigestCredentials } from '../sip/message.js';
+import { getHeaders, parseDigestCredentials } from '../sip/headers.js';
+import { buildChallenge, credentialAlgorithm, dummyHa1, verifyDigest, type DigestAlgorithm } from './digest.js';
+import type { NonceManager } from './nonce.js';
+
+export type AuthOutcome =
+  | { ok: true; user: string; credential: EndpointCredential }
+  /** Answer 401/407 with these challenge headers. `reason` is for logs and metrics only. */
+  | { ok: false; kind: 'challenge'; headers: Array<[string, string]>; reason: AuthFailure }
+  /** Credentials for another user than the request claims (RFC 3261 §22.1 / kamailio auth_check flag 1). */
+  | { ok: false; kind: 'forbidden'; reason: 'user-mismatch' };
+
+export type AuthFailure = 'no-credentials' | 'bad-nonce' | 'stale-nonce' | 'replay' | 'bad-credentials' | 'unsupported';
+
+export interface AuthenticatorOptions {
+  credentials: CredentialStore;
+  nonces: NonceManager;
+  /** Offered in this order, one WWW-Authenticate header each (RFC 8760 §2.4). */
+  algorithms: readonly DigestAlgorithm[];
+}
+
+/**
+ * Digest authentication of a request against the endpoint credentials
+ * (kamailio auth/ + auth_db: challenge, then auth_check).
+ *
+ * Unknown users and wrong passwords take the same path — a credential lookup and
+ * one hash over a dummy HA1 — and get the same fresh challenge, so neither the
+ * answer nor its timing tells whether a username exists.
+ */
+export class DigestAuthenticator {
+  constructor(private readonly opts: AuthenticatorOptions) {}
+
+  /**
+   * @param realm the account SIP domain the request claims (To host for REGISTER)
+   * @param user the username the request claims (To user for REGISTER)
+   * @param proxy true for Proxy-Authorization / 407 (RFC 3261 §22.3)
+   */
+  async authenticate(req: SipRequest, realm: string, user: string, proxy = false): Promise<AuthOutcome> {
+    const creds = this.pickCredentials(req, realm, proxy);
+    if (!creds) return this.challenge(realm, false, 'no-credentials', proxy);
+    const algorithm = credentialAlgorithm(creds);
+    if (!algorithm || !this.opts.algorithms.includes(algorithm)) return this.challenge(realm, false, 'unsupported', proxy);
+
+    const username = creds.params.get('username') ?? '';
+    const nonce = creds.params.get('nonce') ?? '';
+    const nonceState = this.opts.nonces.check(nonce, realm);
+    if (nonceState === 'invalid') return this.challenge(realm, false, 'bad-nonce', proxy);
+    if (username !== user) return { ok: false, kind: 'forbidden', reason: 'user-mismatch' };
+
+    const credential = await this.opts.credentials.get(realm, username);
+    const ha1 = credential
+      ? algorithm === 'SHA-256'
+        ? credential.ha1Sha256
+        : credential.ha1Md5
+      : dummyHa1(algorithm, username, realm);
+    const verdict = verifyDigest(creds, { method: req.method, ha1, algorithm });
+    if (verdict !== 'ok' || !credential) {
+      return this.challenge(realm, false, verdict === 'unsupported-qop' ? 'unsupported' : 'bad-credentials', proxy);
+    }
+    // RFC 7616 §3.3 stale: the password was right, only the nonce is old, so the
+    // client may retry with a fresh nonce without asking its user.
+    if (nonceState === 'stale') return this.challenge(realm, true, 'stale-nonce', proxy);
+    if (creds.params.has('qop')) {
+      const nc = parseInt(creds.params.get('nc') ?? '', 16);
+      if (!Number.isFinite(nc) || nc <= 0 || !this.opts.nonces.acceptCount(nonce, nc)) {
+        return this.challenge(realm, true, 'replay', proxy);
+      }
+    }
+    return { ok: true, user: username, credential };
+  }
+
+  private pickCredentials(req: SipRequest, realm: string, proxy: boolean): DigestCredentials | null {
+    let fallback: DigestCredentials | null = null;
+    for (const value of getHeaders(req, proxy ? 'proxy-authorization' : 'authorization')) {
+      const c = parseDigestCredentials(value);
+      if (!c || c.scheme.toLowerCase() !== 'digest') continue;
+      if ((c.params.get('realm') ?? '').toLowerCase() !== realm) continue;
+      const alg = credentialAlgorithm(c);
+      if (alg && this.opts.algorithms.includes(alg)) return c;
+      fallback ??= c;
+    }
+    return fallback;
+  }
+
+  private challenge(realm: string, stale: boolean, reason: AuthFailure, proxy: boolean): AuthOutcome {
+    const name = proxy ? 'Proxy-Authenticate' : 'WWW-Authenticate';
+    const nonce = this.opts.nonces.issue(realm);
+    const headers: Array<[string, string]> = this.opts.algorithms.map((algorithm) => [
+      name,
+      buildChallenge({ realm, nonce, algorithm, stale }),
+    ]);
+    return { ok: false, kind: 'challenge', headers, reason };
+  }
+}

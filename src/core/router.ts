@@ -1,0 +1,222 @@
+import { randomBytes } from 'node:crypto';
+import { SipError, StoreUnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { parseMessage, type ParseLimits } from '../sip/parser.js';
+import { formatVia, getHeader, getListValues, parseCSeq, parseVia } from '../sip/headers.js';
+import { buildResponse } from '../sip/response.js';
+import type { SipRequest, Via } from '../sip/message.js';
+import type { Flow, MessageSink, SipTransportName, Transport } from '../transport/types.js';
+import type { IncomingRequest } from './incoming.js';
+import { ServerTransactionTable, transactionKey } from './transactions.js';
+import type { Reply } from '../registrar/registrar.js';
+
+/** A method handler; throws SipError to refuse. */
+export type RequestHandler = (ctx: IncomingRequest) => Promise<Reply>;
+
+export interface RouterOptions {
+  transports: ReadonlyMap<SipTransportName, Transport>;
+  handlers: ReadonlyMap<string, RequestHandler>;
+  limits: ParseLimits;
+  log: Logger;
+  /** Value of the Server header. */
+  server: string;
+  /** Called for every closed stream flow. */
+  onFlowClosed?: (flow: Flow) => void;
+  /** Metrics hook: one call per final response sent to a request. */
+  onResponse?: (method: string, status: number, transport: SipTransportName, startedAt: bigint) => void;
+}
+
+const ALLOW = 'REGISTER, OPTIONS';
+const RETRY_AFTER_STORE = '5';
+
+/**
+ * Receives every framed message, applies RFC 3261 §18.2.1 Via handling and
+ * server-transaction matching, dispatches requests by method, and sends the one
+ * response back over the flow the request came on. The only place that turns
+ * errors into responses.
+ */
+export class SipRouter implements MessageSink {
+  private readonly transactions = new ServerTransactionTable();
+  private readonly tagPrefix = randomBytes(4).toString('hex');
+  private tagCounter = 0;
+  private readonly allow: string;
+
+  constructor(private readonly opts: RouterOptions) {
+    this.allow = [...opts.handlers.keys(), 'ACK'].join(', ') || ALLOW;
+  }
+
+  onMessage(data: Buffer, flow: Flow): void {
+    const startedAt = process.hrtime.bigint();
+    const parsed = parseMessage(data, this.opts.limits);
+    if (!parsed.ok) {
+      this.opts.log.debug({ reason: parsed.reason, src: `${flow.remoteAddress}:${flow.remotePort}`, transport: flow.transport }, 'unparseable message');
+      // RFC 3261 §16.3 / §8.2.2: answer what can be answered; a response cannot be formed without Via & co.
+      const partial = parsed.request;
+      if (partial && partial.method !== 'ACK') {
+        const version = parsed.reason.startsWith('version');
+        this.sendReply(partial, flow, null, version ? 505 : 400, version ? 'Version Not Supported' : reasonText(parsed.reason), []);
+      }
+      return;
+    }
+    const msg = parsed.msg;
+    if (msg.kind === 'response') return; // no client transactions: stray responses are dropped (§18.1.2)
+    this.onRequest(msg, flow, startedAt);
+  }
+
+  onFlowClosed(flow: Flow): void {
+    this.opts.onFlowClosed?.(flow);
+  }
+
+  private onRequest(req: SipRequest, flow: Flow, startedAt: bigint): void {
+    const vias = getListValues(req, 'via');
+    const top = vias.length > 0 ? parseVia(vias[0]) : null;
+    const cseq = parseCSeq(getHeader(req, 'cseq') ?? '');
+    const callId = getHeader(req, 'call-id') ?? '';
+    if (!top || !cseq || callId === '') {
+      if (req.method !== 'ACK' && vias.length > 0) this.sendReply(req, flow, null, 400, 'Bad Request', []);
+      return;
+    }
+    // RFC 3261 §18.2.1 received; RFC 3581 §4 rport. Responses go back to the source (symmetric).
+    stampVia(top, flow);
+    vias[0] = formatVia(top);
+
+    if (req.method === 'ACK') return; // ACKs to our non-2xx finals end nothing we keep
+    const ctx: IncomingRequest = {
+      req,
+      flow,
+      callId,
+      cseq,
+      via: top,
+      received: `sip:${uriHost(flow.remoteAddress)}:${flow.remotePort};transport=${flow.transport}`,
+    };
+
+    // Stream transports are reliable: Timer J is zero and clients do not retransmit (§17.2.2).
+    let key: string | null = null;
+    if (flow.connId === null) {
+      key = transactionKey(req.method, top.branch, `${top.host}:${top.port ?? ''}`, callId, cseq.seq, fromTag(req), vias[0]);
+      const tx = this.transactions.receive(key);
+      if (tx.state === 'trying') return;
+      if (tx.state === 'completed') {
+        this.send(flow, tx.response);
+        return;
+      }
+    }
+
+    const handler = this.opts.handlers.get(req.method);
+    if (!handler) {
+      const status = req.method === 'CANCEL' ? 481 : 405;
+      const reason = status === 481 ? 'Call/Transaction Does Not Exist' : 'Method Not Allowed';
+      this.finish(req, flow, vias, key, status, reason, status === 405 ? [['Allow', this.allow]] : [], startedAt);
+      return;
+    }
+    handler(ctx).then(
+      (reply) => this.finish(req, flow, vias, key, reply.status, reply.reason, reply.headers, startedAt),
+      (err: unknown) => {
+        if (err instanceof SipError) {
+          this.finish(req, flow, vias, key, err.status, err.reason, err.headers, startedAt);
+        } else if (err instanceof StoreUnavailableError || isStoreError(err)) {
+          this.opts.log.warn({ err: errMessage(err), method: req.method }, 'store unavailable');
+          this.finish(req, flow, vias, key, 503, 'Service Unavailable', [['Retry-After', RETRY_AFTER_STORE]], startedAt);
+        } else {
+          this.opts.log.error({ err, method: req.method }, 'request handler failed');
+          this.finish(req, flow, vias, key, 500, 'Server Internal Error', [], startedAt);
+        }
+      },
+    );
+  }
+
+  private finish(
+    req: SipRequest,
+    flow: Flow,
+    vias: string[],
+    key: string | null,
+    status: number,
+    reason: string,
+    headers: Array<[string, string]>,
+    startedAt: bigint,
+  ): void {
+    const response = this.sendReply(req, flow, vias, status, reason, headers);
+    // 503 from a store fault is not remembered: a retransmission may find the store back.
+    if (key !== null) {
+      if (status === 503) this.transactions.abandon(key);
+      else this.transactions.complete(key, response);
+    }
+    this.opts.onResponse?.(req.method, status, flow.transport, startedAt);
+  }
+
+  private sendReply(
+    req: SipRequest,
+    flow: Flow,
+    vias: string[] | null,
+    status: number,
+    reason: string,
+    headers: Array<[string, string]>,
+  ): Buffer {
+    const all: Array<[string, string]> = [...headers, ['Server', this.opts.server]];
+    if (status === 405 || (status === 200 && req.method === 'OPTIONS')) {
+      if (!headers.some(([n]) => n === 'Allow')) all.push(['Allow', this.allow]);
+    }
+    const response = buildResponse(req, status, reason, {
+      toTag: `${this.tagPrefix}${(++this.tagCounter).toString(36)}`,
+      headers: all,
+      vias: vias ?? undefined,
+    });
+    this.send(flow, response);
+    return response;
+  }
+
+  private send(flow: Flow, data: Buffer): void {
+    const t = this.opts.transports.get(flow.transport);
+    if (!t || !t.send(flow, data)) {
+      this.opts.log.debug({ connId: flow.connId, transport: flow.transport }, 'response dropped: flow gone');
+    }
+  }
+
+  /** Open server transactions (metrics). */
+  get pendingTransactions(): number {
+    return this.transactions.size;
+  }
+
+  stop(): void {
+    this.transactions.stop();
+  }
+}
+
+/** RFC 3261 §18.2.1 and RFC 3581 §4: record where the request really came from. */
+function stampVia(via: Via, flow: Flow): void {
+  if (via.params.has('rport')) {
+    via.params.set('received', flow.remoteAddress);
+    via.params.set('rport', String(flow.remotePort));
+  } else if (stripBrackets(via.host) !== flow.remoteAddress) {
+    via.params.set('received', flow.remoteAddress);
+  }
+}
+
+function stripBrackets(h: string): string {
+  return h.startsWith('[') && h.endsWith(']') ? h.slice(1, -1) : h;
+}
+
+function uriHost(address: string): string {
+  return address.includes(':') ? `[${address}]` : address;
+}
+
+function fromTag(req: SipRequest): string | null {
+  const from = getHeader(req, 'from') ?? '';
+  const m = /;\s*tag\s*=\s*([^;\s]+)/i.exec(from);
+  return m ? m[1] : null;
+}
+
+function reasonText(reason: string): string {
+  // Reason phrases are TEXT-UTF8 but must not carry CR/LF; keep them short.
+  return `Bad Request (${reason.replace(/[\r\n]/g, ' ').slice(0, 80)})`;
+}
+
+function isStoreError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const name = err.name;
+  return name === 'MaxRetriesPerRequestError' || /Connection is closed|ECONNREFUSED|Stream isn't writeable/.test(err.message);
+}
+
+function errMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,87 @@
+import { loadConfig } from './config.js';
+import { ConfigError } from './errors.js';
+import { createLogger } from './logger.js';
+import { createApp } from './app.js';
+
+/** Entry point: loadConfig → createLogger → createApp → start; SIGTERM/SIGINT → stop. */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`sip-edge: configuration error: ${e.message}\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  const log = createLogger(config.logLevel);
+  let app;
+  try {
+    app = createApp(config, log);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`sip-edge: configuration error: ${e.message}\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  if (!config.redisUrl) log.warn('REDIS_URL not set: embedded in-memory store (one process; bindings and endpoints are lost at exit)');
+
+  const listening = await app.start();
+  const port = (name: keyof typeof listening): number | null => listening[name]?.port ?? null;
+  log.info(
+    {
+      host: config.sipHost,
+      udp: port('udp'),
+      tcp: port('tcp'),
+      tls: port('tls'),
+      ws: port('ws'),
+      wss: port('wss'),
+      http: port('http'),
+      store: config.redisUrl ? 'redis' : 'memory',
+      nodeId: config.nodeId,
+      pid: process.pid,
+    },
+    'listening',
+  );
+
+  let stopping = false;
+  const shutdown = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error('shutdown took longer than 5 s; exiting');
+      process.exit(1);
+    }, 5000);
+    force.unref();
+    app.stop().then(
+      () => {
+        log.info('stopped');
+        log.flush?.();
+        process.exit(0);
+      },
+      (err: unknown) => {
+        log.error({ err }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGHUP', () => {
+    try {
+      app.reloadTls();
+    } catch (err) {
+      log.error({ err }, 'tls reload failed; keeping the old certificate');
+    }
+  });
+  // The network must never take the process down; log loudly instead.
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`sip-edge: fatal: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

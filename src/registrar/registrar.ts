@@ -1,0 +1,178 @@
+import { SipError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { DigestAuthenticator } from '../auth/authenticator.js';
+import type { SipRequest } from '../sip/message.js';
+import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
+import type { IncomingRequest } from '../core/incoming.js';
+import { aorKey, type Aor, type Binding, type LocationStore } from '../store/location-store.js';
+import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
+
+/** A reply the router turns into a response to the request. */
+export interface Reply {
+  status: number;
+  reason: string;
+  headers: Array<[string, string]>;
+}
+
+export interface RegistrarOptions {
+  store: LocationStore;
+  auth: DigestAuthenticator;
+  policy: ExpiresPolicy;
+  /** Parent domain of the account SIP domains (Config.sipDomain). */
+  sipDomain: string;
+  nodeId: string;
+  log: Logger;
+  now?: () => number;
+  /** Called after every accepted REGISTER and on auth failures (metrics). */
+  onOutcome?: (outcome: RegisterOutcome, transport: string) => void;
+}
+
+export type RegisterOutcome = 'registered' | 'unregistered' | 'queried' | 'challenged' | 'rejected' | 'error';
+
+/** Extensions this registrar implements (RFC 3261 §8.2.2.3 Require handling). */
+const SUPPORTED = new Set(['path', 'outbound', 'gruu']);
+
+/**
+ * REGISTER processing (RFC 3261 §10.3; kamailio registrar save.c + reply.c).
+ * Authentication first, then the Contact list becomes one atomic store operation.
+ */
+export class Registrar {
+  private readonly now: () => number;
+  /** connId → AORs with bindings over that flow, so a closed flow can drop them. */
+  private readonly flows = new Map<string, Map<string, Aor>>();
+
+  constructor(private readonly opts: RegistrarOptions) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  async handle(ctx: IncomingRequest): Promise<Reply> {
+    const { log } = this.opts;
+    const { req, flow, received } = ctx;
+    // RFC 3261 §10.3 step 2: Require with extensions we lack → 420.
+    const unsupported = getListValues(req, 'require').filter((o) => !SUPPORTED.has(o.toLowerCase()));
+    if (unsupported.length > 0) {
+      throw new SipError(420, 'Bad Extension', 'REG_BAD_EXTENSION', [['Unsupported', unsupported.join(', ')]]);
+    }
+
+    // Step 3: the To header holds the address-of-record; its host names the account.
+    const to = parseNameAddr(getHeader(req, 'to') ?? '');
+    if (!to || (to.uri.scheme !== 'sip' && to.uri.scheme !== 'sips') || !to.uri.user) {
+      throw new SipError(400, 'Bad To header', 'REG_BAD_AOR');
+    }
+    const aor: Aor = { domain: to.uri.host, user: to.uri.user };
+
+    const auth = await this.opts.auth.authenticate(req, aor.domain, aor.user);
+    if (!auth.ok) {
+      this.opts.onOutcome?.(auth.kind === 'challenge' ? 'challenged' : 'rejected', flow.transport);
+      if (auth.kind === 'forbidden') throw new SipError(403, 'Forbidden', 'AUTH_USER_MISMATCH');
+      log.debug({ aor: aorKey(aor), reason: auth.reason, src: received }, 'register challenged');
+      return { status: 401, reason: 'Unauthorized', headers: auth.headers };
+    }
+
+    const now = this.now();
+    const stream = flow.connId !== null;
+    const pathValues = getListValues(req, 'path');
+    const expiresHeaderRaw = getHeader(req, 'expires');
+    const expiresHeader = expiresHeaderRaw === undefined ? null : parseExpires(expiresHeaderRaw);
+    if (expiresHeaderRaw !== undefined && expiresHeader === null) throw new SipError(400, 'Bad Expires header', 'REG_BAD_EXPIRES');
+    const cseq = ctx.cseq.seq;
+    const contacts = getHeader(req, 'contact') === undefined ? undefined : parseContacts(req);
+
+    let bindings: Binding[];
+    let outcome: RegisterOutcome;
+    if (contacts === undefined) {
+      // Step 6 (no Contact): a query; answer with the current bindings.
+      bindings = await this.opts.store.lookup(aor, now);
+      outcome = 'queried';
+    } else {
+      const op = planRegister(
+        contacts,
+        {
+          callId: ctx.callId,
+          cseq,
+          expiresHeader,
+          now,
+          userAgent: getHeader(req, 'user-agent') ?? null,
+          received,
+          transport: flow.transport,
+          path: pathValues.length > 0 ? pathValues.join(',') : null,
+          nodeId: stream ? this.opts.nodeId : null,
+          connId: flow.connId,
+        },
+        this.opts.policy,
+      );
+      const result = await this.opts.store.register(aor, op);
+      if (!result.ok) {
+        this.opts.onOutcome?.('rejected', flow.transport);
+        if (result.code === 'OUT_OF_ORDER') {
+          // Step 7: same Call-ID with a CSeq not above the stored one.
+          throw new SipError(500, 'Out of Order Request', 'REG_OUT_OF_ORDER', [['Retry-After', '1']]);
+        }
+        throw new SipError(403, 'Too Many Contacts', 'REG_TOO_MANY_CONTACTS');
+      }
+      bindings = result.bindings;
+      outcome = op.writes.length > 0 ? 'registered' : 'unregistered';
+      if (stream && op.writes.length > 0) this.trackFlow(flow.connId as string, aor);
+      log.debug({ aor: aorKey(aor), contacts: bindings.length, src: received }, outcome);
+    }
+    this.opts.onOutcome?.(outcome, flow.transport);
+
+    // Step 8: 200 OK with every current binding and its remaining time.
+    const headers: Array<[string, string]> = [];
+    for (const c of contactsForReply(bindings, now)) headers.push(['Contact', c]);
+    const first = bindings[0];
+    if (first?.path && supports(req, 'path')) headers.push(['Path', first.path]);
+    if (bindings.some((b) => b.regId !== null && b.connId === flow.connId) && supports(req, 'outbound')) {
+      headers.push(['Require', 'outbound']);
+    }
+    headers.push(['Date', new Date(now).toUTCString()]);
+    return { status: 200, reason: 'OK', headers };
+  }
+
+  private trackFlow(connId: string, aor: Aor): void {
+    let m = this.flows.get(connId);
+    if (!m) this.flows.set(connId, (m = new Map()));
+    m.set(aorKey(aor), aor);
+  }
+
+  /**
+   * A TCP/TLS/WS flow closed: its bindings can never be reached again
+   * (DESIGN.md), so they are removed at once. Bindings of the same AOR that moved
+   * to another flow are kept.
+   */
+  async flowClosed(connId: string): Promise<void> {
+    const aors = this.flows.get(connId);
+    if (!aors) return;
+    this.flows.delete(connId);
+    for (const aor of aors.values()) {
+      try {
+        const live = await this.opts.store.lookup(aor, this.now());
+        const keys = live.filter((b) => b.connId === connId && b.nodeId === this.opts.nodeId).map((b) => b.key);
+        if (keys.length > 0) await this.opts.store.removeKeys(aor, keys);
+      } catch (err) {
+        this.opts.log.warn({ err, aor: aorKey(aor) }, 'could not remove bindings of a closed flow');
+      }
+    }
+  }
+
+  /** Flows holding bindings of this AOR (to close them when the endpoint is deleted). */
+  flowsOf(aor: Aor): string[] {
+    const k = aorKey(aor);
+    const out: string[] = [];
+    for (const [connId, m] of this.flows) if (m.has(k)) out.push(connId);
+    return out;
+  }
+
+  /** Forget an AOR on a flow (its bindings were removed by the API). */
+  forget(aor: Aor, connId: string): number {
+    const m = this.flows.get(connId);
+    if (!m) return 0;
+    m.delete(aorKey(aor));
+    if (m.size === 0) this.flows.delete(connId);
+    return m.size;
+  }
+}
+
+function supports(req: SipRequest, option: string): boolean {
+  return getListValues(req, 'supported').some((o) => o.toLowerCase() === option);
+}

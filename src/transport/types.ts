@@ -1,0 +1,47 @@
+import type { SipTransportName } from '../store/location-store.js';
+
+export type { SipTransportName };
+
+/**
+ * Where a message came from and how to answer it (RFC 3261 §18.2.2: responses go
+ * back over the flow the request arrived on). `connId` names the connection of a
+ * stream transport (TCP/TLS/WS/WSS); null for UDP.
+ */
+export interface Flow {
+  transport: SipTransportName;
+  remoteAddress: string;
+  remotePort: number;
+  localAddress: string;
+  localPort: number;
+  connId: string | null;
+}
+
+/** Receives whole SIP messages (already framed) from every transport. */
+export interface MessageSink {
+  onMessage(data: Buffer, flow: Flow): void;
+  /** A stream connection closed; bindings that rely on it can no longer be reached. */
+  onFlowClosed(flow: Flow): void;
+}
+
+export interface BoundAddress {
+  address: string;
+  port: number;
+}
+
+/** One listener (SIP.js `transport.ts`: a protocol name and send). */
+export interface Transport {
+  readonly name: SipTransportName;
+  start(): Promise<BoundAddress>;
+  /** Send bytes over a flow; false when the flow is gone (connection closed). */
+  send(flow: Flow, data: Buffer): boolean;
+  /** Number of open connections (0 for UDP). */
+  connectionCount(): number;
+  /** Close the connection behind a flow (stream transports). */
+  closeFlow(connId: string): void;
+  stop(): Promise<void>;
+}
+
+/** IPv4-mapped IPv6 addresses from dual-stack sockets read as plain IPv4. */
+export function normalizeAddress(address: string): string {
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
