@@ -1,4 +1,5 @@
 import { readFileSync, existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { ConfigError } from './errors.js';
 
 /** A listener port: a number (0 = pick a free port) or null when switched `off`. */
@@ -16,6 +17,8 @@ export interface PartnerConfig {
   company: string;
   canCreateAccounts: boolean;
   canTransferBalance: boolean;
+  /** Made at start-up because none was configured (development only); main prints its token once. */
+  generated?: boolean;
 }
 
 export interface Config {
@@ -249,7 +252,10 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     production: env.NODE_ENV === 'production',
   };
 
-  const fileName = opts.configFile !== undefined ? opts.configFile : env.SIP_EDGE_CONFIG ?? null;
+  const fileName =
+    opts.configFile !== undefined
+      ? opts.configFile
+      : env.SIP_EDGE_CONFIG ?? (existsSync('config/sip-edge.json') ? 'config/sip-edge.json' : null);
   if (fileName) {
     let parsed: unknown;
     try {
@@ -297,7 +303,23 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     throw new ConfigError('SIP_DEFAULT_EXPIRES must lie between SIP_MIN_EXPIRES and SIP_MAX_EXPIRES');
   }
   if (cfg.production && cfg.partners.some((p) => p.authToken === DEV_PARTNER_TOKEN)) {
-    throw new ConfigError('the development partner token is refused when NODE_ENV=production');
+    throw new ConfigError('the example partner token is refused when NODE_ENV=production');
+  }
+  if (cfg.partners.length === 0 && !cfg.production) {
+    // Development: a partner with a random token, shown once on the terminal by main (never logged),
+    // so a fresh clone can create an account. Production gets no built-in credential.
+    cfg.partners.push({
+      id: 'dev-partner',
+      authId: 'DEVPARTNER',
+      authToken: randomBytes(24).toString('base64url'),
+      name: 'Development partner',
+      email: 'dev@localhost',
+      password: null,
+      company: 'sip-edge development',
+      canCreateAccounts: true,
+      canTransferBalance: false,
+      generated: true,
+    });
   }
   const seen = new Set<string>();
   for (const p of cfg.partners) {
@@ -307,7 +329,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
   return deepFreeze(cfg);
 }
 
-/** Token of the development partner written by config/sip-edge.example.json; refused in production. */
+/** Token of the example partner in config/sip-edge.example.json; refused in production. */
 export const DEV_PARTNER_TOKEN = 'dev-partner-token-change-me';
 
 function deepFreeze<T>(o: T): T {

@@ -46,6 +46,18 @@ async function main(): Promise<void> {
     'listening',
   );
 
+  for (const p of config.partners) {
+    if (!p.generated) continue;
+    // Shown once, on the terminal (stderr), never in the JSON log.
+    process.stderr.write(
+      `\nsip-edge development partner (no partner configured; NODE_ENV is not production):\n` +
+        `  X-Auth-ID:    ${p.authId}\n  X-Auth-Token: ${p.authToken}\n` +
+        `  create an account: curl -s -X POST http://127.0.0.1:${port('http') ?? 8080}/api/v1/partner/accounts \\\n` +
+        `    -H 'X-Auth-ID: ${p.authId}' -H 'X-Auth-Token: <token above>' -H 'Content-Type: application/json' \\\n` +
+        `    -d '{"name":"Acme","email":"ops@acme.test","password":"a-long-password","country":"IN"}'\n\n`,
+    );
+  }
+
   let stopping = false;
   const shutdown = (signal: string): void => {
     if (stopping) return;

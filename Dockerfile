@@ -1,0 +1,20 @@
+# sip-edge: SIP registrar and signalling edge.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json ./
+RUN npm ci --no-audit --no-fund
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+# openssl makes the development certificate when TLS_CERT_FILE/TLS_KEY_FILE are not given.
+RUN apt-get update && apt-get install -y --no-install-recommends openssl ca-certificates && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+ENV NODE_ENV=production SIP_HOST=:: HTTP_HOST=::
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY config ./config
+USER node
+EXPOSE 5060/udp 5060/tcp 5061/tcp 5066/tcp 7443/tcp 8080/tcp
+CMD ["node", "dist/main.js"]
