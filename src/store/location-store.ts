@@ -102,3 +102,39 @@ export interface LocationStore {
 export function aorKey(aor: Aor): string {
   return `${aor.user}@${aor.domain}`;
 }
+
+/**
+ * The order every store returns bindings in: most recently updated first, then by
+ * key. Code-unit comparison (not localeCompare) so the order does not depend on
+ * the process locale and both stores agree byte for byte.
+ */
+export function compareBindings(a: Binding, b: Binding): number {
+  if (a.updatedAt !== b.updatedAt) return b.updatedAt - a.updatedAt;
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/**
+ * The binding a store keeps for one write: exactly the Binding fields, as given,
+ * stamped with `updatedAt = now`. Listing the fields (rather than spreading) keeps
+ * stray properties of the caller's object out of both stores alike.
+ */
+export function bindingFromWrite(w: BindingWrite, now: number): Binding {
+  return {
+    key: w.key,
+    uri: w.uri,
+    contact: w.contact,
+    expiresAt: w.expiresAt,
+    updatedAt: now,
+    callId: w.callId,
+    cseq: w.cseq,
+    userAgent: w.userAgent,
+    received: w.received,
+    transport: w.transport,
+    path: w.path,
+    q: w.q,
+    instanceId: w.instanceId,
+    regId: w.regId,
+    nodeId: w.nodeId,
+    connId: w.connId,
+  };
+}

@@ -1,0 +1,213 @@
+import {
+  aorKey,
+  bindingFromWrite,
+  compareBindings,
+  type Aor,
+  type Binding,
+  type LocationStore,
+  type RegisterOp,
+  type RegisterResult,
+  type SipTransportName,
+} from './location-store.js';
+import type { CredentialStore, EndpointCredential } from './credentials.js';
+
+/** Options of {@link MemoryLocationStore}. */
+export interface MemoryLocationStoreOptions {
+  /**
+   * How often expired bindings are deleted, ms. Reads never depend on it (every
+   * read checks expiry); it only bounds memory. 0 disables the timer.
+   * @default 30000
+   */
+  sweepIntervalMs?: number;
+}
+
+const DEFAULT_SWEEP_INTERVAL_MS = 30_000;
+
+function copy(b: Binding): Binding {
+  // Bindings are flat records of primitives: a shallow copy keeps callers from
+  // mutating what the store holds.
+  return { ...b };
+}
+
+/**
+ * The embedded location store: one process, data gone at exit (the default when
+ * `REDIS_URL` is unset). Same semantics as RedisLocationStore, proven by
+ * test/contract/location-store.test.ts.
+ *
+ * @remarks
+ * Liveness is decided on every read against the caller's clock (a binding whose
+ * `expiresAt <= now` is never returned), so no timer has to run for state to be
+ * right; an unref'd sweep only deletes expired entries so memory stays bounded.
+ */
+export class MemoryLocationStore implements LocationStore {
+  /** aorKey → binding key → binding. */
+  readonly #aors = new Map<string, Map<string, Binding>>();
+  #timer: NodeJS.Timeout | null = null;
+
+  constructor(opts: MemoryLocationStoreOptions = {}) {
+    const every = opts.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+    if (every > 0) {
+      this.#timer = setInterval(() => this.sweep(), every);
+      // The sweep must never keep the process alive on its own.
+      this.#timer.unref();
+    }
+  }
+
+  /** Delete every binding with `expiresAt <= now`; returns how many were deleted. */
+  sweep(now: number = Date.now()): number {
+    let n = 0;
+    for (const [k, m] of this.#aors) {
+      for (const [bk, b] of m) {
+        if (b.expiresAt <= now) {
+          m.delete(bk);
+          n++;
+        }
+      }
+      if (m.size === 0) this.#aors.delete(k);
+    }
+    return n;
+  }
+
+  async register(aor: Aor, op: RegisterOp): Promise<RegisterResult> {
+    const k = aorKey(aor);
+    const current = this.#aors.get(k);
+    // Step 1: expired bindings are absent (RFC 3261 §10.3 step 6 works on live ones).
+    const live = new Map<string, Binding>();
+    if (current) for (const [bk, b] of current) if (b.expiresAt > op.now) live.set(bk, b);
+    const liveList = (): Binding[] => [...live.values()].map(copy).sort(compareBindings);
+
+    const outOfOrder = (b: Binding | undefined): boolean =>
+      b !== undefined && b.callId === op.callId && b.cseq >= op.cseq;
+
+    if (op.removeAll) {
+      // RFC 3261 §10.3 step 6: '*' removes only if no binding holds a newer CSeq
+      // from the same Call-ID.
+      for (const b of live.values()) {
+        if (outOfOrder(b)) return { ok: false, code: 'OUT_OF_ORDER', bindings: liveList() };
+      }
+      this.#aors.delete(k);
+      return { ok: true, bindings: [] };
+    }
+
+    // RFC 3261 §10.3 step 7: "If the binding does exist, the registrar checks the
+    // Call-ID value ... if the CSeq value is ... less than or equal to the current
+    // value for that binding, the request MUST be aborted".
+    for (const key of op.removes) {
+      if (outOfOrder(live.get(key))) return { ok: false, code: 'OUT_OF_ORDER', bindings: liveList() };
+    }
+    for (const w of op.writes) {
+      if (outOfOrder(live.get(w.key))) return { ok: false, code: 'OUT_OF_ORDER', bindings: liveList() };
+    }
+
+    const next = new Map(live);
+    for (const key of op.removes) next.delete(key);
+    for (const w of op.writes) {
+      // A write that is already expired can never be read back: it acts as a removal,
+      // exactly as in the Redis script.
+      if (w.expiresAt > op.now) next.set(w.key, bindingFromWrite(w, op.now));
+      else next.delete(w.key);
+    }
+    if (next.size > op.maxContacts) return { ok: false, code: 'TOO_MANY', bindings: liveList() };
+
+    // RFC 3261 §10.3 step 8: all changes of one REGISTER are applied together.
+    if (next.size === 0) this.#aors.delete(k);
+    else this.#aors.set(k, next);
+    return { ok: true, bindings: [...next.values()].map(copy).sort(compareBindings) };
+  }
+
+  async lookup(aor: Aor, now: number = Date.now()): Promise<Binding[]> {
+    return this.#live(aor, now);
+  }
+
+  async lookupMany(aors: Aor[], now: number = Date.now()): Promise<Map<string, Binding[]>> {
+    const out = new Map<string, Binding[]>();
+    for (const aor of aors) out.set(aorKey(aor), this.#live(aor, now));
+    return out;
+  }
+
+  async removeAll(aor: Aor): Promise<number> {
+    const k = aorKey(aor);
+    const m = this.#aors.get(k);
+    if (!m) return 0;
+    const now = Date.now();
+    let n = 0;
+    for (const b of m.values()) if (b.expiresAt > now) n++;
+    this.#aors.delete(k);
+    return n;
+  }
+
+  async removeKeys(aor: Aor, keys: string[]): Promise<number> {
+    const k = aorKey(aor);
+    const m = this.#aors.get(k);
+    if (!m) return 0;
+    const now = Date.now();
+    let n = 0;
+    for (const key of keys) {
+      const b = m.get(key);
+      if (b === undefined) continue;
+      if (b.expiresAt > now) n++;
+      m.delete(key);
+    }
+    if (m.size === 0) this.#aors.delete(k);
+    return n;
+  }
+
+  async countLive(now: number = Date.now()): Promise<Record<SipTransportName, number>> {
+    const counts: Record<SipTransportName, number> = { udp: 0, tcp: 0, tls: 0, ws: 0, wss: 0 };
+    for (const m of this.#aors.values()) {
+      for (const b of m.values()) if (b.expiresAt > now) counts[b.transport]++;
+    }
+    return counts;
+  }
+
+  async ping(): Promise<boolean> {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    this.#aors.clear();
+  }
+
+  #live(aor: Aor, now: number): Binding[] {
+    const m = this.#aors.get(aorKey(aor));
+    if (!m) return [];
+    const out: Binding[] = [];
+    for (const b of m.values()) if (b.expiresAt > now) out.push(copy(b));
+    return out.sort(compareBindings);
+  }
+}
+
+/** The embedded credential store: HA1 values in a Map, gone at exit. */
+export class MemoryCredentialStore implements CredentialStore {
+  /** domain → user → credential. */
+  readonly #byDomain = new Map<string, Map<string, EndpointCredential>>();
+
+  async get(domain: string, user: string): Promise<EndpointCredential | null> {
+    const c = this.#byDomain.get(domain)?.get(user);
+    return c ? { ...c } : null;
+  }
+
+  async put(domain: string, user: string, cred: EndpointCredential): Promise<void> {
+    let m = this.#byDomain.get(domain);
+    if (!m) {
+      m = new Map();
+      this.#byDomain.set(domain, m);
+    }
+    // Copy the three fields only, so the caller's object (or extra properties on
+    // it, such as a plaintext password) is never retained.
+    m.set(user, { endpointId: cred.endpointId, ha1Md5: cred.ha1Md5, ha1Sha256: cred.ha1Sha256 });
+  }
+
+  async delete(domain: string, user: string): Promise<void> {
+    const m = this.#byDomain.get(domain);
+    if (!m) return;
+    m.delete(user);
+    if (m.size === 0) this.#byDomain.delete(domain);
+  }
+
+  async close(): Promise<void> {
+    this.#byDomain.clear();
+  }
+}

@@ -1,0 +1,568 @@
+import { createHash } from 'node:crypto';
+import type { Redis, RedisOptions } from 'ioredis';
+import { StoreUnavailableError } from '../errors.js';
+import {
+  aorKey,
+  bindingFromWrite,
+  compareBindings,
+  type Aor,
+  type Binding,
+  type LocationStore,
+  type RegisterOp,
+  type RegisterResult,
+  type SipTransportName,
+} from './location-store.js';
+import type { CredentialStore, EndpointCredential } from './credentials.js';
+
+/*
+ * Key layout (prefix defaults to `sipedge:`). The account SIP domain is the hash
+ * tag, so every key of one account (all its endpoints and its index) lands in one
+ * Redis Cluster slot and a Lua script may touch them together.
+ *
+ *   sipedge:loc:{<domain>}:<user>    hash   binding key → binding JSON    (per-endpoint)
+ *   sipedge:locidx:{<domain>}        zset   user → latest expiry, ms       (per-account + time index)
+ *   sipedge:cred:{<domain>}:<user>   hash   endpointId, ha1Md5, ha1Sha256
+ *
+ * The index is `locidx`, not `loc:{d}:idx`, so that no username (`idx` is a valid
+ * one) can collide with it and a `loc:*` SCAN meets binding hashes only.
+ */
+
+/** Default key prefix of both Redis stores. */
+export const DEFAULT_REDIS_PREFIX = 'sipedge:';
+
+/**
+ * Client options the Redis stores are meant to run with; merge them into the
+ * options of the `Redis` instance passed in. ioredis by default queues commands
+ * while disconnected and retries each up to 20 times, which would hold a REGISTER
+ * for many seconds instead of answering 503 at once.
+ */
+export const REDIS_STORE_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
+  /** Fail a command after one reconnect attempt rather than twenty. */
+  maxRetriesPerRequest: 1,
+  /** Bound every command, so a hung server turns into a rejection (→ 503). */
+  commandTimeout: 2_000,
+  connectTimeout: 2_000,
+});
+
+/** Options of {@link RedisLocationStore} and {@link RedisCredentialStore}. */
+export interface RedisStoreOptions {
+  /** Prefix of every key. Use this, not ioredis `keyPrefix` (which SCAN ignores). @default 'sipedge:' */
+  prefix?: string;
+  /**
+   * Extra lifetime of a binding hash beyond its latest binding expiry, ms. Liveness
+   * is always decided against the node clock on read; the TTL only lets Redis drop
+   * dead data. The margin absorbs clock skew and in-flight requests.
+   * @default 10000
+   */
+  ttlMarginMs?: number;
+  /** How long {@link RedisLocationStore.ping} waits for PONG. @default 1000 */
+  pingTimeoutMs?: number;
+  /**
+   * Whether close() closes the Redis connection. Set false when the caller owns a
+   * connection it shares with other users. Closing is idempotent, so two stores
+   * sharing one connection may both keep the default.
+   * @default true
+   */
+  closeConnection?: boolean;
+}
+
+/** The Redis keys of one AOR's bindings and of its account index. */
+export function redisLocationKeys(aor: Aor, prefix: string = DEFAULT_REDIS_PREFIX): { bindings: string; index: string } {
+  return {
+    bindings: `${prefix}loc:{${aor.domain}}:${aor.user}`,
+    index: `${prefix}locidx:{${aor.domain}}`,
+  };
+}
+
+/** The Redis key of one endpoint's credential hash. */
+export function redisCredentialKey(domain: string, user: string, prefix: string = DEFAULT_REDIS_PREFIX): string {
+  return `${prefix}cred:{${domain}}:${user}`;
+}
+
+// ---------------------------------------------------------------------------
+// Lua. Liveness uses ARGV `now` (the node clock), never Redis TIME, so that the
+// Redis and memory stores decide identically and tests can pass their own clock.
+
+/** Shared by every script: decoding and index upkeep. */
+const LUA_PRELUDE = `
+-- A value without the fields the rules need is no binding: it reads as absent and
+-- the next accepted REGISTER drops it.
+local function decode(json)
+  local ok, b = pcall(cjson.decode, json)
+  if ok and type(b) == 'table' and type(b.expiresAt) == 'number'
+      and type(b.callId) == 'string' and type(b.cseq) == 'number' then
+    return b
+  end
+  return nil
+end
+
+-- Keep the binding hash TTL and the account index in step with the latest live
+-- expiry. The TTL is relative to now (PEXPIRE, not PEXPIREAT) so that a skew
+-- between the node clock and the Redis clock cannot expire a live binding.
+local function reindex(hashKey, idxKey, user, now, margin, maxExp)
+  if maxExp == nil then
+    redis.call('DEL', hashKey)
+    redis.call('ZREM', idxKey, user)
+  else
+    redis.call('PEXPIRE', hashKey, string.format('%d', maxExp - now + margin))
+    redis.call('ZADD', idxKey, string.format('%d', maxExp), user)
+  end
+  -- Users whose every binding has expired leave the index; the index key lives as
+  -- long as its latest entry.
+  redis.call('ZREMRANGEBYSCORE', idxKey, '-inf', string.format('%d', now))
+  local top = redis.call('ZRANGE', idxKey, -1, -1, 'WITHSCORES')
+  if top[2] then
+    redis.call('PEXPIRE', idxKey, string.format('%d', tonumber(top[2]) - now + margin))
+  end
+end
+`;
+
+/**
+ * One REGISTER (RFC 3261 §10.3 steps 6-8), atomically.
+ * KEYS: bindings hash, account index.
+ * ARGV: user, now, callId, cseq, removeAll (1|0), maxContacts, ttlMarginMs,
+ *       nRemoves, <remove keys...>, then triples <key, expiresAt, json> per write.
+ * Reply: { 'OK' | 'OUT_OF_ORDER' | 'TOO_MANY', <live binding json...> }.
+ */
+const REGISTER_LUA = `${LUA_PRELUDE}
+local hashKey, idxKey = KEYS[1], KEYS[2]
+local user = ARGV[1]
+local now = tonumber(ARGV[2])
+local callId = ARGV[3]
+local cseq = tonumber(ARGV[4])
+local removeAll = ARGV[5] == '1'
+local maxContacts = tonumber(ARGV[6])
+local margin = tonumber(ARGV[7])
+local nRemoves = tonumber(ARGV[8])
+
+-- Step 1: bindings with expiresAt <= now are absent.
+local all = redis.call('HGETALL', hashKey)
+local liveB, liveJ, liveKeys = {}, {}, {}
+for i = 1, #all, 2 do
+  local b = decode(all[i + 1])
+  if b and b.expiresAt > now then
+    liveB[all[i]] = b
+    liveJ[all[i]] = all[i + 1]
+    liveKeys[#liveKeys + 1] = all[i]
+  end
+end
+
+local function fail(code)
+  local r = { code }
+  for _, k in ipairs(liveKeys) do r[#r + 1] = liveJ[k] end
+  return r
+end
+
+-- RFC 3261 §10.3 step 7: same Call-ID with a CSeq not lower than the request's.
+local function outOfOrder(b)
+  return b ~= nil and b.callId == callId and b.cseq >= cseq
+end
+
+if removeAll then
+  for _, k in ipairs(liveKeys) do
+    if outOfOrder(liveB[k]) then return fail('OUT_OF_ORDER') end
+  end
+  reindex(hashKey, idxKey, user, now, margin, nil)
+  return { 'OK' }
+end
+
+local firstWrite = 9 + nRemoves
+for i = 9, firstWrite - 1 do
+  if outOfOrder(liveB[ARGV[i]]) then return fail('OUT_OF_ORDER') end
+end
+for i = firstWrite, #ARGV, 3 do
+  if outOfOrder(liveB[ARGV[i]]) then return fail('OUT_OF_ORDER') end
+end
+
+-- Removes, then writes. A write already expired acts as a removal.
+local nextJ, nextExp = {}, {}
+for _, k in ipairs(liveKeys) do
+  nextJ[k] = liveJ[k]
+  nextExp[k] = liveB[k].expiresAt
+end
+for i = 9, firstWrite - 1 do
+  nextJ[ARGV[i]] = nil
+  nextExp[ARGV[i]] = nil
+end
+for i = firstWrite, #ARGV, 3 do
+  local exp = tonumber(ARGV[i + 1])
+  if exp ~= nil and exp > now then
+    nextJ[ARGV[i]] = ARGV[i + 2]
+    nextExp[ARGV[i]] = exp
+  else
+    nextJ[ARGV[i]] = nil
+    nextExp[ARGV[i]] = nil
+  end
+end
+
+local count, maxExp = 0, nil
+local hset = { 'HSET', hashKey }
+local reply = { 'OK' }
+for k, j in pairs(nextJ) do
+  count = count + 1
+  if maxExp == nil or nextExp[k] > maxExp then maxExp = nextExp[k] end
+  hset[#hset + 1] = k
+  hset[#hset + 1] = j
+  reply[#reply + 1] = j
+end
+if count > maxContacts then return fail('TOO_MANY') end
+
+-- Step 8: write the whole new state; expired entries met on the way are dropped.
+redis.call('DEL', hashKey)
+if count > 0 then redis.call(unpack(hset)) end
+reindex(hashKey, idxKey, user, now, margin, maxExp)
+return reply
+`;
+
+/**
+ * Remove the listed keys (all when none are listed and ARGV[4] is '1').
+ * KEYS: bindings hash, account index. ARGV: user, now, ttlMarginMs, all (1|0), <keys...>.
+ * Reply: how many of the removed bindings were live.
+ */
+const REMOVE_LUA = `${LUA_PRELUDE}
+local hashKey, idxKey = KEYS[1], KEYS[2]
+local user = ARGV[1]
+local now = tonumber(ARGV[2])
+local margin = tonumber(ARGV[3])
+local removed = 0
+if ARGV[4] == '1' then
+  local vals = redis.call('HVALS', hashKey)
+  for _, j in ipairs(vals) do
+    local b = decode(j)
+    if b and b.expiresAt > now then removed = removed + 1 end
+  end
+  reindex(hashKey, idxKey, user, now, margin, nil)
+  return removed
+end
+for i = 5, #ARGV do
+  local j = redis.call('HGET', hashKey, ARGV[i])
+  if j then
+    local b = decode(j)
+    if b and b.expiresAt > now then removed = removed + 1 end
+    redis.call('HDEL', hashKey, ARGV[i])
+  end
+end
+local maxExp = nil
+local vals = redis.call('HVALS', hashKey)
+for _, j in ipairs(vals) do
+  local b = decode(j)
+  if b and b.expiresAt > now and (maxExp == nil or b.expiresAt > maxExp) then maxExp = b.expiresAt end
+end
+reindex(hashKey, idxKey, user, now, margin, maxExp)
+return removed
+`;
+
+class LuaScript {
+  readonly sha: string;
+  constructor(
+    readonly lua: string,
+    readonly numKeys: number,
+  ) {
+    this.sha = createHash('sha1').update(lua).digest('hex');
+  }
+}
+
+const REGISTER_SCRIPT = new LuaScript(REGISTER_LUA, 2);
+const REMOVE_SCRIPT = new LuaScript(REMOVE_LUA, 2);
+
+// ---------------------------------------------------------------------------
+// Narrowing what comes back from Redis: the data may be old, foreign or corrupt.
+
+const TRANSPORTS: ReadonlySet<string> = new Set<SipTransportName>(['udp', 'tcp', 'tls', 'ws', 'wss']);
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+function isStrOrNull(v: unknown): v is string | null {
+  return v === null || typeof v === 'string';
+}
+function isNumOrNull(v: unknown): v is number | null {
+  return v === null || (typeof v === 'number' && Number.isFinite(v));
+}
+function isNum(v: unknown): v is number {
+  return typeof v === 'number' && Number.isFinite(v);
+}
+function isTransport(v: unknown): v is SipTransportName {
+  return typeof v === 'string' && TRANSPORTS.has(v);
+}
+
+/** A stored binding, or null when the value is not one (it is then treated as absent). */
+function parseBinding(json: unknown): Binding | null {
+  if (typeof json !== 'string') return null;
+  let v: unknown;
+  try {
+    v = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  if (!isRecord(v)) return null;
+  const { key, uri, contact, expiresAt, updatedAt, callId, cseq, userAgent, received, transport } = v;
+  const { path, q, instanceId, regId, nodeId, connId } = v;
+  if (
+    typeof key !== 'string' ||
+    typeof uri !== 'string' ||
+    typeof contact !== 'string' ||
+    !isNum(expiresAt) ||
+    !isNum(updatedAt) ||
+    typeof callId !== 'string' ||
+    !isNum(cseq) ||
+    !isStrOrNull(userAgent) ||
+    typeof received !== 'string' ||
+    !isTransport(transport) ||
+    !isStrOrNull(path) ||
+    !isNumOrNull(q) ||
+    !isStrOrNull(instanceId) ||
+    !isNumOrNull(regId) ||
+    !isStrOrNull(nodeId) ||
+    !isStrOrNull(connId)
+  ) {
+    return null;
+  }
+  return {
+    key, uri, contact, expiresAt, updatedAt, callId, cseq, userAgent, received, transport,
+    path, q, instanceId, regId, nodeId, connId,
+  };
+}
+
+function liveSorted(values: readonly unknown[], now: number): Binding[] {
+  const out: Binding[] = [];
+  for (const j of values) {
+    const b = parseBinding(j);
+    if (b !== null && b.expiresAt > now) out.push(b);
+  }
+  return out.sort(compareBindings);
+}
+
+/** HGETALL replies as a flat field/value object; we only need the values. */
+function hashValues(reply: unknown): unknown[] {
+  return isRecord(reply) ? Object.values(reply) : [];
+}
+
+function unavailable(what: string, err: unknown): StoreUnavailableError {
+  const msg = err instanceof Error ? err.message : String(err);
+  return new StoreUnavailableError(`redis ${what} failed: ${msg}`, { cause: err });
+}
+
+/** Redis glob-escape, so a prefix with `*?[]\` matches only itself in SCAN MATCH. */
+function globEscape(s: string): string {
+  return s.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/** Shared connection handling of both Redis stores. */
+abstract class RedisBacked {
+  protected readonly redis: Redis;
+  protected readonly prefix: string;
+  readonly #closeConnection: boolean;
+
+  constructor(redis: Redis, opts: RedisStoreOptions) {
+    if (redis.options.keyPrefix) {
+      // SCAN MATCH and our key helpers would disagree with a client-side prefix.
+      throw new Error('Redis stores: do not set the ioredis `keyPrefix` option; pass `prefix` in the store options');
+    }
+    this.redis = redis;
+    this.prefix = opts.prefix ?? DEFAULT_REDIS_PREFIX;
+    this.#closeConnection = opts.closeConnection ?? true;
+  }
+
+  /** Run one Redis call; any failure becomes StoreUnavailableError (→ 503). */
+  protected async guard<T>(what: string, f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (err) {
+      throw unavailable(what, err);
+    }
+  }
+
+  /**
+   * EVALSHA, falling back to EVAL once when the server has lost its script cache
+   * (restart, failover, SCRIPT FLUSH). Steady state: one round trip.
+   */
+  protected async evalScript(s: LuaScript, keys: string[], args: Array<string | number>): Promise<unknown> {
+    try {
+      return await this.redis.evalsha(s.sha, s.numKeys, ...keys, ...args);
+    } catch (err) {
+      if (err instanceof Error && err.message.includes('NOSCRIPT')) {
+        return await this.redis.eval(s.lua, s.numKeys, ...keys, ...args);
+      }
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.#closeConnection) return;
+    const st = this.redis.status;
+    if (st === 'end' || st === 'close') return;
+    if (st === 'ready') {
+      try {
+        await this.redis.quit();
+        return;
+      } catch {
+        // Fall through: the connection broke under us; drop it.
+      }
+    }
+    // Not connected: QUIT would wait in the offline queue, so cut it instead.
+    this.redis.disconnect();
+  }
+}
+
+/**
+ * Production location store on Redis (ioredis). Same semantics as
+ * MemoryLocationStore, proven by test/contract/location-store.test.ts.
+ *
+ * @remarks
+ * Keys: `<prefix>loc:{<domain>}:<user>` (hash: binding key → binding JSON) and
+ * `<prefix>locidx:{<domain>}` (zset: user → latest expiry ms). The domain is the
+ * Cluster hash tag. register() is one EVALSHA of a Lua script that applies RFC 3261
+ * §10.3 steps 6-8, drops expired bindings it meets, rewrites the state, and
+ * refreshes the hash TTL and the index on every accepted REGISTER. Every Redis
+ * failure rejects with {@link StoreUnavailableError}.
+ *
+ * The connection is a single `Redis`: lookupMany pipelines keys of many slots,
+ * which a Cluster client would refuse.
+ */
+export class RedisLocationStore extends RedisBacked implements LocationStore {
+  readonly #ttlMarginMs: number;
+  readonly #pingTimeoutMs: number;
+
+  constructor(redis: Redis, opts: RedisStoreOptions = {}) {
+    super(redis, opts);
+    this.#ttlMarginMs = opts.ttlMarginMs ?? 10_000;
+    this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1_000;
+  }
+
+  async register(aor: Aor, op: RegisterOp): Promise<RegisterResult> {
+    const k = redisLocationKeys(aor, this.prefix);
+    const args: Array<string | number> = [
+      aor.user,
+      op.now,
+      op.callId,
+      op.cseq,
+      op.removeAll ? '1' : '0',
+      op.maxContacts,
+      this.#ttlMarginMs,
+      op.removes.length,
+      ...op.removes,
+    ];
+    for (const w of op.writes) {
+      args.push(w.key, w.expiresAt, JSON.stringify(bindingFromWrite(w, op.now)));
+    }
+    const reply = await this.guard('register', () => this.evalScript(REGISTER_SCRIPT, [k.bindings, k.index], args));
+    if (!Array.isArray(reply) || reply.length === 0) throw unavailable('register', new Error('unexpected script reply'));
+    const [status, ...jsons] = reply;
+    const bindings = liveSorted(jsons, op.now);
+    if (status === 'OK') return { ok: true, bindings };
+    if (status === 'OUT_OF_ORDER' || status === 'TOO_MANY') return { ok: false, code: status, bindings };
+    throw unavailable('register', new Error(`unexpected script status ${String(status)}`));
+  }
+
+  async lookup(aor: Aor, now: number = Date.now()): Promise<Binding[]> {
+    const key = redisLocationKeys(aor, this.prefix).bindings;
+    const reply = await this.guard('lookup', () => this.redis.hgetall(key));
+    return liveSorted(hashValues(reply), now);
+  }
+
+  async lookupMany(aors: Aor[], now: number = Date.now()): Promise<Map<string, Binding[]>> {
+    const out = new Map<string, Binding[]>();
+    if (aors.length === 0) return out;
+    const p = this.redis.pipeline();
+    for (const aor of aors) p.hgetall(redisLocationKeys(aor, this.prefix).bindings);
+    const replies = await this.guard('lookupMany', () => p.exec());
+    if (replies === null) throw unavailable('lookupMany', new Error('pipeline aborted'));
+    aors.forEach((aor, i) => {
+      const r = replies[i];
+      if (r === undefined) throw unavailable('lookupMany', new Error('short pipeline reply'));
+      const [err, value] = r;
+      if (err) throw unavailable('lookupMany', err);
+      out.set(aorKey(aor), liveSorted(hashValues(value), now));
+    });
+    return out;
+  }
+
+  removeAll(aor: Aor): Promise<number> {
+    return this.#remove(aor, null);
+  }
+
+  removeKeys(aor: Aor, keys: string[]): Promise<number> {
+    return this.#remove(aor, keys);
+  }
+
+  /** removeAll (keys = null) or removeKeys: one script call that also fixes the index. */
+  async #remove(aor: Aor, keys: string[] | null): Promise<number> {
+    if (keys !== null && keys.length === 0) return 0;
+    const k = redisLocationKeys(aor, this.prefix);
+    const args: Array<string | number> = [aor.user, Date.now(), this.#ttlMarginMs, keys === null ? '1' : '0', ...(keys ?? [])];
+    const reply = await this.guard('remove', () => this.evalScript(REMOVE_SCRIPT, [k.bindings, k.index], args));
+    if (typeof reply !== 'number') throw unavailable('remove', new Error('unexpected script reply'));
+    return reply;
+  }
+
+  /** Whole-keyspace count by SCAN: metrics and tests only, never a request path. */
+  async countLive(now: number = Date.now()): Promise<Record<SipTransportName, number>> {
+    const counts: Record<SipTransportName, number> = { udp: 0, tcp: 0, tls: 0, ws: 0, wss: 0 };
+    const match = `${globEscape(this.prefix)}loc:*`;
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.guard('countLive', () => this.redis.scan(cursor, 'MATCH', match, 'COUNT', 500));
+      cursor = next;
+      if (keys.length === 0) continue;
+      const p = this.redis.pipeline();
+      for (const key of keys) p.hvals(key);
+      const replies = await this.guard('countLive', () => p.exec());
+      for (const r of replies ?? []) {
+        const [err, vals] = r;
+        // A key that changed type under us (not ours) is skipped, not fatal.
+        if (err || !Array.isArray(vals)) continue;
+        for (const b of liveSorted(vals, now)) counts[b.transport]++;
+      }
+    } while (cursor !== '0');
+    return counts;
+  }
+
+  async ping(): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.#pingTimeoutMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([this.redis.ping().then((r) => r === 'PONG', () => false), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/**
+ * Endpoint digest credentials on Redis: one hash per endpoint,
+ * `<prefix>cred:{<domain>}:<user>` with fields `endpointId`, `ha1Md5`, `ha1Sha256`.
+ * Every Redis failure rejects with {@link StoreUnavailableError}.
+ */
+export class RedisCredentialStore extends RedisBacked implements CredentialStore {
+  constructor(redis: Redis, opts: RedisStoreOptions = {}) {
+    super(redis, opts);
+  }
+
+  async get(domain: string, user: string): Promise<EndpointCredential | null> {
+    const key = redisCredentialKey(domain, user, this.prefix);
+    const h = await this.guard('credential get', () => this.redis.hgetall(key));
+    const { endpointId, ha1Md5, ha1Sha256 } = h;
+    // A missing or partial hash is no credential: the caller answers as for an
+    // unknown user, which never lets anyone in.
+    if (typeof endpointId !== 'string' || typeof ha1Md5 !== 'string' || typeof ha1Sha256 !== 'string') return null;
+    return { endpointId, ha1Md5, ha1Sha256 };
+  }
+
+  async put(domain: string, user: string, cred: EndpointCredential): Promise<void> {
+    const key = redisCredentialKey(domain, user, this.prefix);
+    // One HSET sets all three fields atomically: a reader never sees the new MD5
+    // HA1 next to the old SHA-256 one.
+    await this.guard('credential put', () =>
+      this.redis.hset(key, 'endpointId', cred.endpointId, 'ha1Md5', cred.ha1Md5, 'ha1Sha256', cred.ha1Sha256),
+    );
+  }
+
+  async delete(domain: string, user: string): Promise<void> {
+    const key = redisCredentialKey(domain, user, this.prefix);
+    await this.guard('credential delete', () => this.redis.del(key));
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * One contract, two stores: MemoryCredentialStore and RedisCredentialStore (on a
+ * real redis-server) keep endpoint HA1 credentials identically.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../src/errors.js';
+import type { CredentialStore, EndpointCredential } from '../../src/store/credentials.js';
+import { MemoryCredentialStore } from '../../src/store/memory-store.js';
+import {
+  REDIS_STORE_CLIENT_OPTIONS,
+  RedisCredentialStore,
+  redisCredentialKey,
+} from '../../src/store/redis-store.js';
+import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+
+const D1 = 'acme.sip.localhost';
+const D2 = 'other.sip.localhost';
+
+const cred = (id: string): EndpointCredential => ({
+  endpointId: id,
+  ha1Md5: `${id}`.padEnd(32, '0'),
+  ha1Sha256: `${id}`.padEnd(64, 'f'),
+});
+
+let server: RedisServerHandle;
+let admin: Redis;
+const clients: Redis[] = [];
+
+function connect(url: string): Redis {
+  const r = new Redis(url, { ...REDIS_STORE_CLIENT_OPTIONS });
+  // A listener, so connection errors are never unhandled 'error' events.
+  r.on('error', () => {});
+  clients.push(r);
+  return r;
+}
+
+beforeAll(async () => {
+  server = await startRedis();
+  admin = connect(server.url);
+});
+
+afterAll(async () => {
+  for (const c of clients) c.disconnect();
+  await server?.stop();
+});
+
+interface Kind {
+  name: string;
+  create(): CredentialStore;
+  reset(): Promise<void>;
+}
+
+const kinds: Kind[] = [
+  { name: 'MemoryCredentialStore', create: () => new MemoryCredentialStore(), reset: async () => {} },
+  {
+    name: 'RedisCredentialStore',
+    create: () => new RedisCredentialStore(connect(server.url)),
+    reset: async () => {
+      await admin.flushdb();
+    },
+  },
+];
+
+describe.each(kinds)('$name (CredentialStore contract)', (kind) => {
+  let store: CredentialStore;
+  beforeEach(async () => {
+    await kind.reset();
+    store = kind.create();
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  it('returns null for an unknown user', async () => {
+    expect(await store.get(D1, 'alice')).toBeNull();
+  });
+
+  it('returns what was put', async () => {
+    await store.put(D1, 'alice', cred('ep-1'));
+    expect(await store.get(D1, 'alice')).toEqual(cred('ep-1'));
+  });
+
+  it('put replaces the credential (password change)', async () => {
+    await store.put(D1, 'alice', cred('ep-1'));
+    const changed = { endpointId: 'ep-1', ha1Md5: 'a'.repeat(32), ha1Sha256: 'b'.repeat(64) };
+    await store.put(D1, 'alice', changed);
+    expect(await store.get(D1, 'alice')).toEqual(changed);
+  });
+
+  it('keeps domains and users apart', async () => {
+    await store.put(D1, 'alice', cred('ep-1'));
+    await store.put(D2, 'alice', cred('ep-2'));
+    await store.put(D1, 'bob', cred('ep-3'));
+    expect(await store.get(D1, 'alice')).toEqual(cred('ep-1'));
+    expect(await store.get(D2, 'alice')).toEqual(cred('ep-2'));
+    expect(await store.get(D1, 'bob')).toEqual(cred('ep-3'));
+    expect(await store.get(D2, 'bob')).toBeNull();
+  });
+
+  it('delete removes only that user; deleting an unknown user is a no-op', async () => {
+    await store.put(D1, 'alice', cred('ep-1'));
+    await store.put(D1, 'bob', cred('ep-3'));
+    await store.delete(D1, 'alice');
+    await store.delete(D1, 'nobody');
+    await store.delete('nowhere.sip.localhost', 'alice');
+    expect(await store.get(D1, 'alice')).toBeNull();
+    expect(await store.get(D1, 'bob')).toEqual(cred('ep-3'));
+  });
+
+  it('keeps only the three credential fields, never extra properties such as a password', async () => {
+    await store.put(D1, 'alice', { ...cred('ep-1'), password: 'hunter2' } as EndpointCredential);
+    const got = await store.get(D1, 'alice');
+    expect(got).toEqual(cred('ep-1'));
+    expect(got).not.toHaveProperty('password');
+  });
+
+  it('returns copies: mutating a result does not change the store', async () => {
+    await store.put(D1, 'alice', cred('ep-1'));
+    const got = await store.get(D1, 'alice');
+    got!.ha1Md5 = 'x';
+    expect(await store.get(D1, 'alice')).toEqual(cred('ep-1'));
+  });
+});
+
+describe('RedisCredentialStore on a real Redis', () => {
+  let store: RedisCredentialStore;
+  beforeEach(async () => {
+    await admin.flushdb();
+    store = new RedisCredentialStore(connect(server.url));
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  it('keeps one hash per endpoint, tagged with the account domain, with no TTL', async () => {
+    await store.put(D1, 'alice', cred('ep-1'));
+    const key = redisCredentialKey(D1, 'alice');
+    expect(key).toBe('sipedge:cred:{acme.sip.localhost}:alice');
+    expect(await admin.hgetall(key)).toEqual(cred('ep-1'));
+    expect(await admin.pttl(key)).toBe(-1);
+  });
+
+  it('treats a partial hash as no credential', async () => {
+    await admin.hset(redisCredentialKey(D1, 'alice'), 'endpointId', 'ep-1', 'ha1Md5', 'a'.repeat(32));
+    expect(await store.get(D1, 'alice')).toBeNull();
+  });
+
+  it('honours a custom prefix', async () => {
+    const other = new RedisCredentialStore(connect(server.url), { prefix: 'blue:' });
+    try {
+      await other.put(D1, 'alice', cred('ep-9'));
+      expect(await store.get(D1, 'alice')).toBeNull();
+      expect(await other.get(D1, 'alice')).toEqual(cred('ep-9'));
+      expect(await admin.exists('blue:cred:{acme.sip.localhost}:alice')).toBe(1);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('rejects with StoreUnavailableError when Redis is down, without crashing', async () => {
+    const own = await startRedis();
+    const r = new Redis(own.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    r.on('error', () => {});
+    const s = new RedisCredentialStore(r);
+    try {
+      await waitUntil(() => r.status === 'ready'); // no offline queue: wait for the connection
+      await s.put(D1, 'alice', cred('ep-1'));
+      expect(await s.get(D1, 'alice')).toEqual(cred('ep-1'));
+      await own.kill9();
+      await waitUntil(() => r.status !== 'ready');
+      await expect(s.get(D1, 'alice')).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(s.put(D1, 'alice', cred('ep-1'))).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(s.delete(D1, 'alice')).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      await s.close();
+      await own.stop();
+    }
+  });
+});
+
+async function waitUntil(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
