@@ -58,10 +58,11 @@ export interface RedisStoreOptions {
   /** How long {@link RedisLocationStore.ping} waits for PONG. @default 1000 */
   pingTimeoutMs?: number;
   /**
-   * Whether close() closes the Redis connection. Set false when the caller owns a
-   * connection it shares with other users. Closing is idempotent, so two stores
-   * sharing one connection may both keep the default.
-   * @default true
+   * Whether close() also closes the Redis connection. Off by default: whoever
+   * created the connection (app.ts) closes it, and one connection is usually
+   * shared by both stores. When on, closing is idempotent and tolerates a
+   * connection that is already closed.
+   * @default false
    */
   closeConnection?: boolean;
 }
@@ -361,7 +362,7 @@ abstract class RedisBacked {
     }
     this.redis = redis;
     this.prefix = opts.prefix ?? DEFAULT_REDIS_PREFIX;
-    this.#closeConnection = opts.closeConnection ?? true;
+    this.#closeConnection = opts.closeConnection ?? false;
   }
 
   /** Run one Redis call; any failure becomes StoreUnavailableError (→ 503). */

@@ -55,7 +55,7 @@ const kinds: Kind[] = [
   { name: 'MemoryCredentialStore', create: () => new MemoryCredentialStore(), reset: async () => {} },
   {
     name: 'RedisCredentialStore',
-    create: () => new RedisCredentialStore(connect(server.url)),
+    create: () => new RedisCredentialStore(connect(server.url), { closeConnection: true }),
     reset: async () => {
       await admin.flushdb();
     },
@@ -127,7 +127,7 @@ describe('RedisCredentialStore on a real Redis', () => {
   let store: RedisCredentialStore;
   beforeEach(async () => {
     await admin.flushdb();
-    store = new RedisCredentialStore(connect(server.url));
+    store = new RedisCredentialStore(connect(server.url), { closeConnection: true });
   });
   afterEach(async () => {
     await store.close();
@@ -147,7 +147,7 @@ describe('RedisCredentialStore on a real Redis', () => {
   });
 
   it('honours a custom prefix', async () => {
-    const other = new RedisCredentialStore(connect(server.url), { prefix: 'blue:' });
+    const other = new RedisCredentialStore(connect(server.url), { prefix: 'blue:', closeConnection: true });
     try {
       await other.put(D1, 'alice', cred('ep-9'));
       expect(await store.get(D1, 'alice')).toBeNull();
@@ -162,7 +162,7 @@ describe('RedisCredentialStore on a real Redis', () => {
     const own = await startRedis();
     const r = new Redis(own.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     r.on('error', () => {});
-    const s = new RedisCredentialStore(r);
+    const s = new RedisCredentialStore(r, { closeConnection: true });
     try {
       await waitUntil(() => r.status === 'ready'); // no offline queue: wait for the connection
       await s.put(D1, 'alice', cred('ep-1'));

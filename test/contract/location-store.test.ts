@@ -104,7 +104,7 @@ const kinds: Kind[] = [
   { name: 'MemoryLocationStore', create: () => new MemoryLocationStore(), reset: async () => {} },
   {
     name: 'RedisLocationStore',
-    create: () => new RedisLocationStore(connect(server.url)),
+    create: () => new RedisLocationStore(connect(server.url), { closeConnection: true }),
     reset: async () => {
       await admin.flushdb();
     },
@@ -468,7 +468,7 @@ describe('RedisLocationStore on a real Redis', () => {
   beforeEach(async () => {
     await admin.flushdb();
     redis = connect(server.url);
-    store = new RedisLocationStore(redis);
+    store = new RedisLocationStore(redis, { closeConnection: true });
   });
   afterEach(async () => {
     await store.close();
@@ -610,7 +610,7 @@ describe('RedisLocationStore on a real Redis', () => {
   });
 
   it('keeps stores with different prefixes apart, countLive included', async () => {
-    const other = new RedisLocationStore(connect(server.url), { prefix: 'tenant*2:' });
+    const other = new RedisLocationStore(connect(server.url), { prefix: 'tenant*2:', closeConnection: true });
     try {
       const now = Date.now();
       await store.register(ALICE, op(now, 1, { writes: [write('k1', now + HOUR)] }));
@@ -640,7 +640,7 @@ describe('RedisLocationStore on a real Redis', () => {
   it('rejects with StoreUnavailableError while Redis is down, never crashes, and works again after restart', async () => {
     const own = await startRedis();
     const r = connect(own.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
-    const s = new RedisLocationStore(r, { pingTimeoutMs: 300 });
+    const s = new RedisLocationStore(r, { pingTimeoutMs: 300, closeConnection: true });
     try {
       await waitUntil(() => r.status === 'ready'); // no offline queue: wait for the connection
       const now = Date.now();
@@ -665,11 +665,17 @@ describe('RedisLocationStore on a real Redis', () => {
     }
   });
 
-  it('close() is idempotent and safe on a connection another store already closed', async () => {
+  it('close() leaves the connection to its owner by default', async () => {
+    const owned = connect(server.url);
+    await new RedisLocationStore(owned).close();
+    expect(await owned.ping()).toBe('PONG');
+  });
+
+  it('close() with closeConnection is idempotent and safe on a connection another store already closed', async () => {
     const shared = connect(server.url);
     await shared.ping();
-    const a = new RedisLocationStore(shared);
-    const b = new RedisLocationStore(shared);
+    const a = new RedisLocationStore(shared, { closeConnection: true });
+    const b = new RedisLocationStore(shared, { closeConnection: true });
     await a.close();
     await b.close();
     await a.close();
