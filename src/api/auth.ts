@@ -1,0 +1,192 @@
+/**
+ * Who is calling (spec "Authentication"): X-Auth-ID + X-Auth-Token name an
+ * account, a sub-account or a partner; a partner may instead present the Bearer
+ * token of its interactive login. Tokens are compared as SHA-256 digests in
+ * constant time; an unknown Auth ID costs the same work as a known one.
+ */
+import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import type { PartnerConfig } from '../config.js';
+import { hashToken, tokenMatches, type AccountRecord, type Directory, type SubAccountRecord } from '../store/directory.js';
+import { forbidden, notFound, unauthorized } from './errors.js';
+
+/** The authenticated caller of a request. */
+export type Principal =
+  | { kind: 'account'; authId: string; account: AccountRecord }
+  | { kind: 'subaccount'; authId: string; account: AccountRecord; subAccount: SubAccountRecord }
+  | { kind: 'partner'; authId: string; partner: PartnerConfig };
+
+/**
+ * Who may call a route:
+ * - `probe`: anyone; no content negotiation, no rate limit (health checks);
+ * - `public`: anyone (partner login);
+ * - `customer`: an account or sub-account, on its own `/Account/<auth_id>/` path;
+ * - `account`: an account (not a sub-account) on its own path;
+ * - `partner`: a partner.
+ */
+export type Access = 'probe' | 'public' | 'customer' | 'account' | 'partner';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the auth hook on every route whose access is not probe/public. */
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    access?: Access;
+  }
+}
+
+/** Lifetime of a partner login token, seconds. */
+export const PARTNER_TOKEN_TTL_S = 3600;
+
+const AUTH_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$/;
+const MAX_TOKEN_LENGTH = 512;
+
+/** A single header value, or null when absent or repeated. */
+export function headerValue(req: FastifyRequest, name: string): string | null {
+  const v = req.headers[name];
+  return typeof v === 'string' ? v : null;
+}
+
+function b64url(buf: Buffer | string): string {
+  return Buffer.from(buf).toString('base64url');
+}
+
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** The principal resolver and partner-token issuer of one server. */
+export class Authenticator {
+  readonly #directory: Directory;
+  readonly #partners: ReadonlyMap<string, { partner: PartnerConfig; tokenHash: string }>;
+  readonly #jwtKey: Buffer;
+  /** A hash no token matches, compared against when the Auth ID is unknown. */
+  readonly #dummyHash = hashToken(randomUUID());
+
+  /**
+   * @param jwtSecret keys the partner login tokens; pass config.nonceSecret so all
+   *   nodes accept each other's tokens (random per process when null).
+   */
+  constructor(directory: Directory, partners: readonly PartnerConfig[], jwtSecret: string | null) {
+    this.#directory = directory;
+    this.#partners = new Map(partners.map((p) => [p.authId, { partner: p, tokenHash: hashToken(p.authToken) }]));
+    this.#jwtKey = jwtSecret
+      ? createHmac('sha256', jwtSecret).update('sip-edge partner login token').digest()
+      : randomBytes(32);
+  }
+
+  /**
+   * Resolve the caller of a request, or throw 401. Does not check what the
+   * caller may do (see {@link authorize}).
+   */
+  async authenticate(req: FastifyRequest): Promise<Principal> {
+    const id = headerValue(req, 'x-auth-id');
+    const token = headerValue(req, 'x-auth-token');
+    if (id === null && token === null) {
+      const bearer = /^Bearer\s+(\S+)\s*$/i.exec(headerValue(req, 'authorization') ?? '');
+      if (bearer?.[1]) {
+        const partner = this.verifyPartnerToken(bearer[1]);
+        if (partner) return { kind: 'partner', authId: partner.authId, partner };
+        throw unauthorized('The Bearer token is invalid or has expired.');
+      }
+      throw unauthorized('X-Auth-ID and X-Auth-Token headers are required.');
+    }
+    if (id === null || token === null) throw unauthorized('Both X-Auth-ID and X-Auth-Token headers are required.');
+    if (!AUTH_ID_RE.test(id) || token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
+      throw unauthorized('X-Auth-ID or X-Auth-Token is malformed.');
+    }
+
+    const p = this.#partners.get(id);
+    if (p) {
+      if (tokenMatches(token, p.tokenHash)) return { kind: 'partner', authId: id, partner: p.partner };
+      throw unauthorized();
+    }
+    const rec = await this.#directory.findPrincipal(id);
+    if (rec === null) {
+      tokenMatches(token, this.#dummyHash);
+      throw unauthorized();
+    }
+    if (rec.kind === 'account') {
+      if (!tokenMatches(token, rec.account.tokenHash)) throw unauthorized();
+      return { kind: 'account', authId: id, account: rec.account };
+    }
+    if (!tokenMatches(token, rec.subAccount.tokenHash)) throw unauthorized();
+    return { kind: 'subaccount', authId: id, account: rec.account, subAccount: rec.subAccount };
+  }
+
+  /**
+   * What the caller may reach (spec "Authentication failures"): customer
+   * credentials on partner paths and partner credentials on Account paths are
+   * 403; another account's Auth ID in the path is 404, so nothing tells whether
+   * it exists.
+   */
+  authorize(principal: Principal, access: Access, pathAuthId: string | undefined): void {
+    if (access === 'partner') {
+      if (principal.kind !== 'partner') throw forbidden('Customer credentials cannot call partner operations.');
+      return;
+    }
+    if (access !== 'customer' && access !== 'account') return;
+    if (principal.kind === 'partner') {
+      throw forbidden("A partner token cannot drive a customer's resources; use the customer's own credentials.");
+    }
+    if (pathAuthId !== principal.authId) throw notFound();
+    if (!principal.account.enabled) throw forbidden('The account is disabled.');
+    if (principal.kind === 'subaccount') {
+      if (!principal.subAccount.enabled) throw forbidden('The sub-account is disabled.');
+      if (access === 'account') throw forbidden('Sub-account credentials cannot call this operation.');
+    }
+  }
+
+  /** The partner whose login email and password these are, or null. */
+  checkPartnerLogin(email: string, password: string): PartnerConfig | null {
+    const given = sha256(password);
+    let found: PartnerConfig | null = null;
+    for (const { partner } of this.#partners.values()) {
+      // Compare against every configured password so the time taken does not
+      // reveal whether the email exists.
+      const expected = sha256(partner.password ?? randomUUID());
+      const ok = timingSafeEqual(given, expected);
+      if (ok && partner.password !== null && partner.email !== '' && partner.email.toLowerCase() === email.toLowerCase()) {
+        found = partner;
+      }
+    }
+    return found;
+  }
+
+  /** A signed HS256 JWT for a partner, valid {@link PARTNER_TOKEN_TTL_S} seconds. */
+  issuePartnerToken(partner: PartnerConfig, nowMs: number = Date.now()): { token: string; expiresIn: number } {
+    const iat = Math.floor(nowMs / 1000);
+    const header = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
+    const payload = b64url(
+      JSON.stringify({ iss: 'sip-edge', aud: 'partner', sub: partner.id, aid: partner.authId, iat, exp: iat + PARTNER_TOKEN_TTL_S, jti: randomUUID() }),
+    );
+    const sig = createHmac('sha256', this.#jwtKey).update(`${header}.${payload}`).digest('base64url');
+    return { token: `${header}.${payload}.${sig}`, expiresIn: PARTNER_TOKEN_TTL_S };
+  }
+
+  /** The partner a login token names, when it is well signed, unexpired and the partner still configured. */
+  verifyPartnerToken(token: string, nowMs: number = Date.now()): PartnerConfig | null {
+    const parts = token.split('.');
+    if (parts.length !== 3 || token.length > 2048) return null;
+    const [h, p, s] = parts as [string, string, string];
+    const expected = createHmac('sha256', this.#jwtKey).update(`${h}.${p}`).digest();
+    const got = Buffer.from(s, 'base64url');
+    if (got.length !== expected.length || !timingSafeEqual(got, expected)) return null;
+    let header: unknown;
+    let claims: unknown;
+    try {
+      header = JSON.parse(Buffer.from(h, 'base64url').toString('utf8'));
+      claims = JSON.parse(Buffer.from(p, 'base64url').toString('utf8'));
+    } catch {
+      return null;
+    }
+    if (typeof header !== 'object' || header === null || (header as Record<string, unknown>).alg !== 'HS256') return null;
+    if (typeof claims !== 'object' || claims === null) return null;
+    const c = claims as Record<string, unknown>;
+    if (c.iss !== 'sip-edge' || c.aud !== 'partner' || typeof c.exp !== 'number' || typeof c.aid !== 'string') return null;
+    if (c.exp * 1000 <= nowMs) return null;
+    const entry = this.#partners.get(c.aid);
+    return entry && entry.partner.id === c.sub ? entry.partner : null;
+  }
+}

@@ -1,0 +1,501 @@
+/**
+ * The Endpoint resource (spec "SIP endpoint operations"), with live registration
+ * state read from the location store on every request.
+ *
+ * An endpoint's AOR is `{domain: <account sip domain>, user: <username>}`. A
+ * sub-account's endpoints live in the parent account's SIP domain: the
+ * sub-account has no domain of its own, usernames are unique across the account
+ * and its sub-accounts, and the digest realm stays the account's domain.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { computeHa1 } from '../auth/digest.js';
+import type { ApplicationRecord, EndpointQuery, EndpointRecord } from '../store/directory.js';
+import { newNumericId } from '../store/directory.js';
+import type { Aor, Binding } from '../store/location-store.js';
+import { aorKey } from '../store/location-store.js';
+import { ApiError, badRequest, conflict, describedPattern, notFoundNoBody, type Details } from './errors.js';
+import {
+  bodyObject,
+  customerOf,
+  isoNow,
+  optBool,
+  optString,
+  pageOf,
+  queryObject,
+  validationDetails,
+  type ApiContext,
+  type Customer,
+} from './context.js';
+
+const USERNAME_PATTERN = describedPattern('^[A-Za-z0-9]+$', 'must contain only letters and digits');
+const ALIAS_PATTERN = describedPattern('^[A-Za-z0-9_-]+$', 'must contain only letters, digits, hyphens and underscores');
+const PASSWORD_PATTERN = describedPattern('^[^\\u0000-\\u001f\\u007f]+$', 'must not contain control characters');
+const APP_ID_PATTERN = describedPattern('^[1-9][0-9]{0,15}$', 'must be the numeric app_id of an application');
+
+/** Longest username accepted (the spec gives none; 64 fits every SIP client tried). */
+export const USERNAME_MAX = 64;
+
+const ALLOW_DEFAULTS = {
+  allow_voice: true,
+  allow_message: true,
+  allow_video: false,
+  allow_same_domain: true,
+  allow_other_domains: false,
+  allow_phones: true,
+  allow_apps: true,
+} as const;
+
+/**
+ * `application` is an integer app_id (spec), or the app_id string an
+ * Application resource shows, or null for none.
+ */
+const applicationSchema = {
+  type: ['integer', 'string', 'null'],
+  minimum: 1,
+  maximum: Number.MAX_SAFE_INTEGER,
+  pattern: APP_ID_PATTERN,
+} as const;
+
+const createBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['username', 'password'],
+  properties: {
+    username: { type: 'string', minLength: 1, maxLength: USERNAME_MAX, pattern: USERNAME_PATTERN },
+    password: { type: 'string', minLength: 8, maxLength: 128, pattern: PASSWORD_PATTERN },
+    alias: { type: 'string', minLength: 1, maxLength: 128, pattern: ALIAS_PATTERN },
+    application: applicationSchema,
+    allow_voice: { type: 'boolean' },
+    allow_message: { type: 'boolean' },
+    allow_video: { type: 'boolean' },
+    allow_same_domain: { type: 'boolean' },
+    allow_other_domains: { type: 'boolean' },
+    allow_phones: { type: 'boolean' },
+    allow_apps: { type: 'boolean' },
+    sub_account: { type: 'string', minLength: 1, maxLength: 64 },
+  },
+} as const;
+
+const LOCKED = 'is locked after creation; create a new endpoint and delete the old one';
+
+/** Fields an update may not name, with why (DESIGN.md: 400 naming each locked field). */
+const LOCKED_FIELDS = {
+  username: LOCKED,
+  endpoint_id: LOCKED,
+  domain: LOCKED,
+  allow_same_domain: LOCKED,
+  allow_other_domains: LOCKED,
+  allow_phones: LOCKED,
+  allow_apps: LOCKED,
+  sub_account: LOCKED,
+  sip_uri: 'is derived from the username and cannot be set',
+} as const;
+
+const updateBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    password: createBody.properties.password,
+    alias: createBody.properties.alias,
+    application: applicationSchema,
+    allow_voice: { type: 'boolean' },
+    allow_message: { type: 'boolean' },
+    allow_video: { type: 'boolean' },
+  },
+} as const;
+
+const listQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+    offset: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },
+    username__contains: { type: 'string', maxLength: USERNAME_MAX },
+    username__exact: { type: 'string', maxLength: USERNAME_MAX },
+    username__startswith: { type: 'string', maxLength: USERNAME_MAX },
+    alias__contains: { type: 'string', maxLength: 128 },
+    alias__exact: { type: 'string', maxLength: 128 },
+    application_id__exact: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+    application_id__isnull: { type: 'boolean' },
+    sub_account: { type: 'string', maxLength: 64 },
+  },
+} as const;
+
+const params = {
+  type: 'object',
+  properties: { auth_id: { type: 'string' }, endpoint_id: { type: 'string' } },
+} as const;
+
+/** The AOR of an endpoint of this account. */
+export function endpointAor(c: Customer, e: EndpointRecord): Aor {
+  return { domain: c.account.sipDomain, user: e.username };
+}
+
+/**
+ * `host:port` of a Contact URI (the spec's sip_contact). A URI without a port
+ * gets its scheme/transport default (RFC 3261 §19.1.2; RFC 7118 for ws/wss).
+ */
+export function contactHostPort(uri: string): string {
+  const m = /^(sips?):(?:[^@]*@)?(\[[^\]]+\]|[^:;?>]+)(?::(\d+))?([^?>]*)/i.exec(uri.trim());
+  if (!m) return uri;
+  const [, scheme = 'sip', host = '', port, rest = ''] = m;
+  if (port) return `${host}:${port}`;
+  const transport = /;transport=([a-z]+)/i.exec(rest)?.[1]?.toLowerCase();
+  const def =
+    transport === 'wss' ? 443 : transport === 'ws' ? 80 : scheme.toLowerCase() === 'sips' || transport === 'tls' ? 5061 : 5060;
+  return `${host}:${def}`;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+function registrationView(b: Binding) {
+  return {
+    contact: b.uri,
+    expires: iso(b.expiresAt),
+    user_agent: b.userAgent,
+    received: b.received,
+    path: b.path,
+  };
+}
+
+/** The resource path of an endpoint as the caller reaches it. */
+function resourceUri(pathAuthId: string, endpointId: string): string {
+  return `/v1/Account/${pathAuthId}/Endpoint/${endpointId}/`;
+}
+
+function sipUri(c: Customer, username: string): string {
+  return `sip:${username}@${c.account.sipDomain}`;
+}
+
+/**
+ * The Endpoint object of the spec's table. `detail` (retrieve) adds
+ * sip_registration while registered, the full application object, and the
+ * additive sip_registrations array of every live binding.
+ */
+function endpointView(
+  c: Customer,
+  pathAuthId: string,
+  e: EndpointRecord,
+  app: ApplicationRecord | null,
+  bindings: Binding[],
+  detail: boolean,
+): Record<string, unknown> {
+  // Stores return bindings most recently refreshed first: that one speaks for the endpoint.
+  const b = bindings[0];
+  const view: Record<string, unknown> = {
+    endpoint_id: e.endpointId,
+    username: e.username,
+    alias: e.alias,
+    sip_uri: sipUri(c, e.username),
+    sip_registered: b ? 'true' : 'false',
+    sip_contact: b ? contactHostPort(b.uri) : null,
+    sip_expires: b ? iso(b.expiresAt) : null,
+    sip_user_agent: b ? b.userAgent : null,
+    application: app
+      ? detail
+        ? { app_id: app.appId, app_name: app.settings.app_name, answer_url: app.settings.answer_url, answer_method: app.settings.answer_method }
+        : { app_id: app.appId, app_name: app.settings.app_name }
+      : null,
+    allow_voice: e.allowVoice,
+    allow_message: e.allowMessage,
+    allow_video: e.allowVideo,
+    allow_same_domain: e.allowSameDomain,
+    allow_other_domains: e.allowOtherDomains,
+    allow_phones: e.allowPhones,
+    allow_apps: e.allowApps,
+    sub_account: e.subAccount,
+    resource_uri: resourceUri(pathAuthId, e.endpointId),
+    created_at: e.createdAt,
+    updated_at: e.updatedAt,
+  };
+  if (detail) {
+    if (b) view.sip_registration = registrationView(b);
+    view.sip_registrations = bindings.map((x) => ({ ...registrationView(x), sip_contact: contactHostPort(x.uri), transport: x.transport }));
+  }
+  return view;
+}
+
+/** The endpoint if it exists and the caller may see it (a sub-account sees only its own). */
+async function visibleEndpoint(ctx: ApiContext, c: Customer, endpointId: string): Promise<EndpointRecord | null> {
+  const e = await ctx.directory.getEndpoint(c.account.authId, endpointId);
+  if (!e) return null;
+  if (c.subAccount && e.subAccount !== c.subAccount.authId) return null;
+  return e;
+}
+
+/**
+ * Check `application` against the account: it must name an application owned by
+ * the same owner as the endpoint (main account or that sub-account), so a
+ * sub-account never sees another owner's application through its endpoints.
+ * Returns the app id, null (explicitly none) or undefined (not given).
+ */
+async function checkApplication(
+  ctx: ApiContext,
+  c: Customer,
+  body: Record<string, unknown>,
+  owner: string | null,
+  details: Details,
+): Promise<string | null | undefined> {
+  if (!('application' in body) || 'application' in details) return undefined;
+  const v = body.application;
+  if (v === null) return null;
+  const id = String(v);
+  const app = await ctx.directory.getApplication(c.account.authId, id);
+  if (!app || app.subAccount !== owner) {
+    details.application = owner
+      ? 'is not an application of this sub-account'
+      : 'is not an application of this account (sub-account applications cannot be used by main-account endpoints)';
+    return undefined;
+  }
+  return id;
+}
+
+function credentialFor(c: Customer, endpointId: string, username: string, password: string) {
+  const realm = c.account.sipDomain;
+  return {
+    endpointId,
+    ha1Md5: computeHa1('MD5', username, realm, password),
+    ha1Sha256: computeHa1('SHA-256', username, realm, password),
+  };
+}
+
+/** Unregister an endpoint's devices at once (password change, delete). */
+async function dropBindings(ctx: ApiContext, aor: Aor, req: FastifyRequest): Promise<void> {
+  const n = await ctx.location.removeAll(aor);
+  try {
+    ctx.onEndpointRemoved?.(aor);
+  } catch (err) {
+    req.log.warn({ err, aor: aorKey(aor) }, 'onEndpointRemoved failed');
+  }
+  req.log.info({ aor: aorKey(aor), bindings: n }, 'endpoint bindings removed');
+}
+
+/** Register the Endpoint routes. */
+export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const base = '/api/v1/Account/:auth_id/Endpoint/';
+  const one = '/api/v1/Account/:auth_id/Endpoint/:endpoint_id/';
+  const config = { access: 'customer' as const };
+
+  // 1. Create
+  app.post(base, { schema: { params, body: createBody }, attachValidation: true, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const pathAuthId = c.subAccount?.authId ?? c.account.authId;
+    await ctx.idempotency.run(
+      req,
+      reply,
+      { scope: c.account.authId, caller: pathAuthId, operation: 'endpoint.create' },
+      async () => {
+        const body = bodyObject(req);
+        const details = validationDetails(req);
+
+        let owner: string | null = c.subAccount?.authId ?? null;
+        const sub = optString(body, 'sub_account');
+        if (sub !== undefined && !('sub_account' in details)) {
+          if (c.subAccount) {
+            if (sub !== c.subAccount.authId) details.sub_account = 'must be the Auth ID of the sub-account making the request';
+          } else if (!(await ctx.directory.getSubAccount(c.account.authId, sub))) {
+            details.sub_account = 'is not a sub-account of this account';
+          } else {
+            owner = sub;
+          }
+        }
+        let appId = await checkApplication(ctx, c, body, owner, details);
+        if (Object.keys(details).length > 0) throw badRequest(details);
+
+        const username = optString(body, 'username') ?? '';
+        const password = optString(body, 'password') ?? '';
+        // Spec: when application is omitted, the owner's default endpoint application applies.
+        if (appId === undefined) appId = (await ctx.directory.getDefaultEndpointApp(c.account.authId, owner))?.appId ?? null;
+
+        const now = isoNow();
+        const flag = (k: keyof typeof ALLOW_DEFAULTS): boolean => optBool(body, k) ?? ALLOW_DEFAULTS[k];
+        let rec: EndpointRecord | null = null;
+        for (let attempt = 0; attempt < 5 && rec === null; attempt++) {
+          const candidate: EndpointRecord = {
+            endpointId: newNumericId(),
+            accountAuthId: c.account.authId,
+            username,
+            alias: optString(body, 'alias') ?? username,
+            appId,
+            subAccount: owner,
+            allowVoice: flag('allow_voice'),
+            allowMessage: flag('allow_message'),
+            allowVideo: flag('allow_video'),
+            allowSameDomain: flag('allow_same_domain'),
+            allowOtherDomains: flag('allow_other_domains'),
+            allowPhones: flag('allow_phones'),
+            allowApps: flag('allow_apps'),
+            createdAt: now,
+            updatedAt: now,
+          };
+          const r = await ctx.directory.createEndpoint(candidate);
+          switch (r) {
+            case 'ok':
+              rec = candidate;
+              break;
+            case 'id_taken':
+              continue;
+            case 'username_taken':
+              throw conflict('username_taken', `The username "${username}" is already taken on this account.`);
+            case 'username_retired':
+              throw conflict(
+                'username_taken',
+                `The username "${username}" belonged to a deleted endpoint; its SIP URI is permanently unavailable.`,
+              );
+            case 'no_application':
+              throw badRequest({ application: 'is not an application of this account' });
+            case 'no_subaccount':
+              throw badRequest({ sub_account: 'is not a sub-account of this account' });
+          }
+        }
+        if (rec === null) throw new ApiError(503, 'service_unavailable', 'Could not allocate an endpoint id; retry.');
+
+        try {
+          await ctx.credentials.put(c.account.sipDomain, username, credentialFor(c, rec.endpointId, username, password));
+        } catch (err) {
+          // No endpoint without a credential: undo, and free the username.
+          await ctx.directory.deleteEndpoint(c.account.authId, rec.endpointId, { retire: false }).catch(() => undefined);
+          throw err;
+        }
+        req.log.info({ endpointId: rec.endpointId, aor: aorKey(endpointAor(c, rec)) }, 'endpoint created');
+        return {
+          status: 201,
+          body: {
+            api_id: req.id,
+            message: 'created',
+            endpoint_id: rec.endpointId,
+            sip_uri: sipUri(c, username),
+            resource_uri: resourceUri(pathAuthId, rec.endpointId),
+          },
+        };
+      },
+    );
+  });
+
+  // 2. List
+  app.get(base, { schema: { params, querystring: listQuery }, config }, async (req) => {
+    const c = customerOf(req);
+    const q = queryObject(req);
+    const page = pageOf(q);
+    const query: EndpointQuery = {
+      usernameContains: optString(q, 'username__contains'),
+      usernameExact: optString(q, 'username__exact'),
+      usernameStartswith: optString(q, 'username__startswith'),
+      aliasContains: optString(q, 'alias__contains'),
+      aliasExact: optString(q, 'alias__exact'),
+      appIdExact: typeof q.application_id__exact === 'number' ? String(q.application_id__exact) : undefined,
+      appIdIsNull: optBool(q, 'application_id__isnull'),
+      subAccount: optString(q, 'sub_account'),
+    };
+    let result: { total: number; items: EndpointRecord[] } = { total: 0, items: [] };
+    // A sub-account sees only its own endpoints; asking for another's yields none.
+    if (c.subAccount) {
+      if (query.subAccount === undefined || query.subAccount === c.subAccount.authId) {
+        result = await ctx.directory.listEndpoints(c.account.authId, { ...query, subAccount: c.subAccount.authId }, page);
+      }
+    } else {
+      result = await ctx.directory.listEndpoints(c.account.authId, query, page);
+    }
+
+    // One round trip for the live state of the whole page.
+    const live = await ctx.location.lookupMany(result.items.map((e) => endpointAor(c, e)));
+    const appIds = [...new Set(result.items.map((e) => e.appId).filter((id): id is string => id !== null))];
+    const apps = await ctx.directory.getApplications(c.account.authId, appIds);
+    const pathAuthId = req.principal?.authId ?? c.account.authId;
+    return {
+      api_id: req.id,
+      meta: { limit: page.limit, offset: page.offset, total_count: result.total },
+      objects: result.items.map((e) =>
+        endpointView(c, pathAuthId, e, e.appId ? apps.get(e.appId) ?? null : null, live.get(aorKey(endpointAor(c, e))) ?? [], false),
+      ),
+    };
+  });
+
+  // 3. Retrieve
+  app.get(one, { schema: { params }, config }, async (req) => {
+    const c = customerOf(req);
+    const { endpoint_id: id } = req.params as { endpoint_id: string };
+    const e = await visibleEndpoint(ctx, c, id);
+    if (!e) throw new ApiError(404, 'not_found', 'No endpoint with this endpoint_id on this account.', { endpoint_id: id });
+    const [bindings, app] = await Promise.all([
+      ctx.location.lookup(endpointAor(c, e)),
+      e.appId ? ctx.directory.getApplication(c.account.authId, e.appId) : Promise.resolve(null),
+    ]);
+    return { api_id: req.id, ...endpointView(c, req.principal?.authId ?? c.account.authId, e, app, bindings, true) };
+  });
+
+  // 4. Update
+  app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const { endpoint_id: id } = req.params as { endpoint_id: string };
+    const e = await visibleEndpoint(ctx, c, id);
+    if (!e) throw notFoundNoBody();
+
+    const body = bodyObject(req);
+    const details = validationDetails(req, LOCKED_FIELDS);
+    const appId = await checkApplication(ctx, c, body, e.subAccount, details);
+    if (Object.keys(details).length > 0) throw badRequest(details);
+
+    const password = optString(body, 'password');
+    const aor = endpointAor(c, e);
+    if (password !== undefined) {
+      // The new credential first: a REGISTER refresh arriving after the bindings
+      // are dropped must already meet the new password.
+      await ctx.credentials.put(aor.domain, e.username, credentialFor(c, e.endpointId, e.username, password));
+    }
+    const r = await ctx.directory.updateEndpoint(c.account.authId, id, {
+      alias: optString(body, 'alias'),
+      appId,
+      allowVoice: optBool(body, 'allow_voice'),
+      allowMessage: optBool(body, 'allow_message'),
+      allowVideo: optBool(body, 'allow_video'),
+      updatedAt: isoNow(),
+    });
+    if (!r.ok) {
+      if (r.reason === 'no_application') throw badRequest({ application: 'is not an application of this account' });
+      // Deleted meanwhile: the credential written above must not outlive it.
+      if (password !== undefined) await ctx.credentials.delete(aor.domain, e.username);
+      throw notFoundNoBody();
+    }
+    // Spec: a password change invalidates registrations; clients re-register.
+    if (password !== undefined) await dropBindings(ctx, aor, req);
+    await reply.code(202).send();
+  });
+
+  // 5. Delete
+  app.delete(one, { schema: { params }, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const { endpoint_id: id } = req.params as { endpoint_id: string };
+    const e = await visibleEndpoint(ctx, c, id);
+    if (!e) throw notFoundNoBody();
+    const aor = endpointAor(c, e);
+    // Credential first, so no REGISTER succeeds from here on; again after the
+    // delete, in case a concurrent password change wrote it back meanwhile.
+    await ctx.credentials.delete(aor.domain, e.username);
+    const gone = await ctx.directory.deleteEndpoint(c.account.authId, id, { retire: true });
+    await ctx.credentials.delete(aor.domain, e.username);
+    if (!gone) throw notFoundNoBody();
+    await dropBindings(ctx, aor, req);
+    req.log.info({ endpointId: id, aor: aorKey(aor) }, 'endpoint deleted');
+    await reply.code(204).send();
+  });
+}
+
+/**
+ * Delete every endpoint of a sub-account (sub-account delete with cascade):
+ * credential, record (username retired) and live bindings, one by one.
+ */
+export async function deleteSubAccountEndpoints(ctx: ApiContext, c: Customer, subAuthId: string, req: FastifyRequest): Promise<number> {
+  let n = 0;
+  for (;;) {
+    const page = await ctx.directory.listEndpoints(c.account.authId, { subAccount: subAuthId }, { limit: 100, offset: 0 });
+    if (page.items.length === 0) return n;
+    for (const e of page.items) {
+      const aor = endpointAor(c, e);
+      await ctx.credentials.delete(aor.domain, e.username);
+      if (await ctx.directory.deleteEndpoint(c.account.authId, e.endpointId, { retire: true })) n++;
+      await ctx.credentials.delete(aor.domain, e.username);
+      await dropBindings(ctx, aor, req);
+    }
+  }
+}

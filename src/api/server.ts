@@ -1,0 +1,220 @@
+/**
+ * The HTTP API server (fastify): every route of the API, its authentication,
+ * content negotiation, validation, rate limiting and error bodies. Built here,
+ * listened on by the composition root (src/app.ts).
+ *
+ * Per request, in order: fresh request id (X-Request-Id; the `api_id` of every
+ * JSON body) → rate limit (X-RateLimit-* on every response, 429 + Retry-After) →
+ * Accept check (406) → authentication (401) and authorization (403/404) → body
+ * parsing (415 unless application/json) → schema validation (400 naming every
+ * bad field) → handler.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { Ajv } from 'ajv';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import rateLimit from '@fastify/rate-limit';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { StoreUnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { CredentialStore } from '../store/credentials.js';
+import type { Directory } from '../store/directory.js';
+import type { Aor, LocationStore } from '../store/location-store.js';
+import { registerAccountRoutes } from './account.js';
+import { registerApplicationRoutes } from './applications.js';
+import { Authenticator, headerValue, type Access } from './auth.js';
+import type { ApiContext } from './context.js';
+import { registerEndpointRoutes } from './endpoints.js';
+import { ApiError, badRequest, detailsFromAjv } from './errors.js';
+import { registerHealthRoutes } from './health.js';
+import { Idempotency } from './idempotency.js';
+import { registerPartnerRoutes } from './partner.js';
+import { registerSubAccountRoutes } from './subaccounts.js';
+
+/** What the API server is built from. */
+export interface ApiServerDeps {
+  config: Readonly<Config>;
+  logger: Logger;
+  location: LocationStore;
+  credentials: CredentialStore;
+  directory: Directory;
+  /** When given, rate-limit counters live in Redis and are shared by every node. */
+  redis?: Redis | null;
+  /** Called after an endpoint's bindings were removed (password change, delete): close its flows. */
+  onEndpointRemoved?: (aor: Aor) => void;
+}
+
+/** A route as registered: method and URL pattern (the OpenAPI test compares these). */
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route this server registered, in registration order. */
+    apiRoutes: readonly RegisteredRoute[];
+  }
+}
+
+/** Largest request body accepted, bytes. */
+const BODY_LIMIT = 64 * 1024;
+
+/** Whether an Accept header admits a JSON response (absent, `application/json`, `application/*`, `*\/*`). */
+export function acceptsJson(accept: string | undefined): boolean {
+  if (accept === undefined || accept.trim() === '') return true;
+  for (const range of accept.split(',')) {
+    const [type = '', ...params] = range.split(';').map((s) => s.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    if (q !== undefined && !(Number(q.slice(2)) > 0)) continue;
+    if (type === 'application/json' || type === 'application/*' || type === '*/*') return true;
+  }
+  return false;
+}
+
+/**
+ * The rate-limit key: the API key (Auth ID and token) as presented, hashed. A
+ * caller who knows only an Auth ID therefore cannot spend that account's quota;
+ * requests without credentials count against their address.
+ */
+function rateLimitKey(req: FastifyRequest): string {
+  const id = headerValue(req, 'x-auth-id');
+  const token = headerValue(req, 'x-auth-token');
+  const digest = (s: string): string => createHash('sha256').update(s).digest('base64url').slice(0, 32);
+  if (id !== null && token !== null) return `key:${digest(`${id}\u0000${token}`)}`;
+  const authz = headerValue(req, 'authorization');
+  if (authz !== null) return `bearer:${digest(authz)}`;
+  return `ip:${req.ip}`;
+}
+
+/** Map anything thrown during a request to the API error it answers with. */
+function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof StoreUnavailableError) {
+    return new ApiError(503, 'service_unavailable', 'A backing store is unavailable; retry shortly.');
+  }
+  const fe = err as Partial<FastifyError> & { validation?: unknown; validationContext?: string };
+  if (Array.isArray(fe.validation)) {
+    return badRequest(detailsFromAjv(fe.validation, fe.validationContext ?? 'body'));
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError(415, 'unsupported_media_type', 'Content-Type must be application/json.');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return badRequest({ body: 'must be a JSON object' });
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return badRequest({ body: 'is not valid JSON' });
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError(413, 'payload_too_large', `The request body exceeds ${BODY_LIMIT} bytes.`);
+    default:
+      break;
+  }
+  if (err instanceof SyntaxError && fe.statusCode === 400) return badRequest({ body: 'is not valid JSON' });
+  const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;
+  if (status >= 400 && status < 500) return new ApiError(status, 'bad_request', fe.message ?? 'Bad request.');
+  return new ApiError(500, 'internal_error', 'Internal error.');
+}
+
+/**
+ * Build the API server (not listening). Closing the returned instance does not
+ * close the stores: their owner (src/app.ts) does.
+ */
+export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstance> {
+  const log = deps.logger.child({ component: 'api' });
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    genReqId: () => randomUUID(),
+    // Always a fresh id: a client-chosen one could collide or be forged into logs.
+    requestIdHeader: false,
+    bodyLimit: BODY_LIMIT,
+    exposeHeadRoutes: false,
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  // Two validators: bodies are typed strictly (a "true" string is not a boolean),
+  // while query and path values, always strings on the wire, are coerced.
+  // allErrors so one 400 names every bad field; inputs are bounded (maxLength, bodyLimit).
+  const common = { allErrors: true, removeAdditional: false, allowUnionTypes: true, strict: true } as const;
+  const bodyAjv = new Ajv({ ...common, coerceTypes: false, useDefaults: false });
+  const partsAjv = new Ajv({ ...common, coerceTypes: 'array', useDefaults: true });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : partsAjv).compile(schema));
+
+  const ctx: ApiContext = {
+    config: deps.config,
+    log,
+    location: deps.location,
+    credentials: deps.credentials,
+    directory: deps.directory,
+    auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
+    idempotency: new Idempotency(deps.directory),
+    onEndpointRemoved: deps.onEndpointRemoved,
+    startedAt: new Date().toISOString(),
+  };
+
+  // JSON only (DESIGN.md: a body that is not application/json is 415).
+  app.removeContentTypeParser('text/plain');
+
+  const routes: RegisteredRoute[] = [];
+  app.decorate('apiRoutes', routes);
+  app.decorateRequest('principal', null);
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+
+  app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
+    const e = toApiError(err);
+    if (e.status >= 500) req.log.error({ err, code: e.code }, 'request failed');
+    for (const [k, v] of Object.entries(e.headers)) reply.header(k, v);
+    reply.code(e.status);
+    if (e.noBody) return reply.send();
+    return reply.send({ api_id: req.id, error: e.code, message: e.message, ...e.extra });
+  });
+
+  await app.register(rateLimit, {
+    global: true,
+    max: deps.config.apiRateLimit,
+    timeWindow: '1 minute',
+    keyGenerator: rateLimitKey,
+    redis: deps.redis ?? undefined,
+    nameSpace: 'sipedge:ratelimit:',
+    // Redis down: serve (the stores answer 503 on their own) rather than refuse everyone.
+    skipOnError: true,
+    errorResponseBuilder: (_req, c) =>
+      new ApiError(429, 'rate_limited', `Rate limit of ${c.max} requests per minute exceeded; retry in ${c.after}.`),
+  });
+
+  // Runs after the rate-limit plugin's own onRoute hook, so each route's onRequest
+  // list is [rate limit, this]: even a 401 carries the X-RateLimit-* headers.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const m of methods) routes.push({ method: m, url: route.url });
+    const access: Access = route.config?.access ?? 'customer';
+    if (access === 'probe') return;
+    const guard = async (req: FastifyRequest): Promise<void> => {
+      if (!acceptsJson(headerValue(req, 'accept') ?? undefined)) {
+        throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
+      }
+      if (access === 'public') return;
+      const principal = await ctx.auth.authenticate(req);
+      req.principal = principal;
+      const params = req.params as Record<string, unknown> | undefined;
+      const pathAuthId = typeof params?.auth_id === 'string' ? params.auth_id : undefined;
+      ctx.auth.authorize(principal, access, pathAuthId);
+    };
+    const existing = route.onRequest;
+    route.onRequest = [...(Array.isArray(existing) ? existing : existing ? [existing] : []), guard];
+  });
+
+  app.setNotFoundHandler({ preHandler: app.rateLimit() }, async (req) => {
+    throw new ApiError(404, 'not_found', `No route ${req.method} ${req.url.split('?')[0] ?? ''}.`);
+  });
+
+  registerHealthRoutes(app, ctx);
+  registerPartnerRoutes(app, ctx);
+  registerAccountRoutes(app, ctx);
+  registerEndpointRoutes(app, ctx);
+  registerApplicationRoutes(app, ctx);
+  registerSubAccountRoutes(app, ctx);
+  return app;
+}

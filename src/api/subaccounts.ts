@@ -1,0 +1,181 @@
+/**
+ * The SubAccount resource (spec "SubAccount"): managed with the main account's
+ * credentials only. A sub-account has its own Auth ID and Auth Token (returned
+ * once, at creation) and manages only its own endpoints and applications under
+ * `/api/v1/Account/<sub_auth_id>/`.
+ *
+ * KYC: a customer_use sub-account must complete its own KYC before placing
+ * calls, so it starts (and stays, until KYC verification exists here) with
+ * kyc_calls_blocked true; personal_use rides on the parent's KYC (false).
+ */
+import type { FastifyInstance } from 'fastify';
+import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory.js';
+import { deleteSubAccountEndpoints } from './endpoints.js';
+import { ApiError, badRequest, conflict, notFound } from './errors.js';
+import { bodyObject, customerOf, isoNow, optBool, optString, pageOf, queryObject, validationDetails, type ApiContext } from './context.js';
+
+const KYC_MODES = ['personal_use', 'customer_use'] as const;
+
+const createBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 128 },
+    enabled: { type: 'boolean' },
+    kyc_mode: { type: 'string', enum: KYC_MODES },
+    business_type: { type: 'string', maxLength: 64 },
+  },
+} as const;
+
+const updateBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: createBody.properties,
+} as const;
+
+const FIXED_FIELDS = {
+  auth_id: 'cannot be changed',
+  auth_token: 'cannot be changed here; create a new sub-account to get new credentials',
+  kyc_calls_blocked: 'is set by KYC verification, not by update',
+} as const;
+
+const listQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+    offset: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },
+  },
+} as const;
+
+const deleteQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { cascade: { type: 'boolean', default: false } },
+} as const;
+
+const params = { type: 'object', properties: { auth_id: { type: 'string' }, sub_auth_id: { type: 'string' } } } as const;
+
+const blockedFor = (mode: KycMode): boolean => mode === 'customer_use';
+
+/** The SubAccount object (no auth_token: only its hash is kept). */
+export function subAccountView(s: SubAccountRecord): Record<string, unknown> {
+  return {
+    auth_id: s.authId,
+    name: s.name,
+    enabled: s.enabled,
+    kyc_mode: s.kycMode,
+    business_type: s.businessType,
+    kyc_calls_blocked: s.kycCallsBlocked,
+    account: s.parentAuthId,
+    resource_uri: `/v1/Account/${s.parentAuthId}/Subaccount/${s.authId}/`,
+    created_at: s.createdAt,
+    updated_at: s.updatedAt,
+  };
+}
+
+/** Register the SubAccount routes. */
+export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const base = '/api/v1/Account/:auth_id/Subaccount/';
+  const one = '/api/v1/Account/:auth_id/Subaccount/:sub_auth_id/';
+  const config = { access: 'account' as const };
+  const missing = (): ApiError => notFound('No sub-account with this Auth ID on this account.');
+
+  app.post(base, { schema: { params, body: createBody }, attachValidation: true, config }, async (req, reply) => {
+    const c = customerOf(req);
+    await ctx.idempotency.run(req, reply, { scope: c.account.authId, caller: c.account.authId, operation: 'subaccount.create' }, async () => {
+      const details = validationDetails(req);
+      if (Object.keys(details).length > 0) throw badRequest(details);
+      const body = bodyObject(req);
+      const kycMode = (optString(body, 'kyc_mode') ?? 'personal_use') as KycMode;
+      const now = isoNow();
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const token = newAuthToken();
+        const rec: SubAccountRecord = {
+          authId: newAuthId('SA'),
+          parentAuthId: c.account.authId,
+          tokenHash: hashToken(token),
+          name: optString(body, 'name') ?? '',
+          enabled: optBool(body, 'enabled') ?? true,
+          kycMode,
+          businessType: optString(body, 'business_type') ?? '',
+          kycCallsBlocked: blockedFor(kycMode),
+          createdAt: now,
+          updatedAt: now,
+        };
+        if (ctx.config.partners.some((p) => p.authId === rec.authId)) continue;
+        if (await ctx.directory.createSubAccount(rec)) {
+          req.log.info({ subAccount: rec.authId }, 'sub-account created');
+          // The token is shown this once; only its hash is stored.
+          return { status: 201, body: { api_id: req.id, message: 'created', ...subAccountView(rec), auth_token: token } };
+        }
+      }
+      throw new ApiError(503, 'service_unavailable', 'Could not allocate an Auth ID; retry.');
+    });
+  });
+
+  app.get(base, { schema: { params, querystring: listQuery }, config }, async (req) => {
+    const c = customerOf(req);
+    const page = pageOf(queryObject(req));
+    const r = await ctx.directory.listSubAccounts(c.account.authId, page);
+    return {
+      api_id: req.id,
+      meta: { limit: page.limit, offset: page.offset, total_count: r.total },
+      objects: r.items.map(subAccountView),
+    };
+  });
+
+  app.get(one, { schema: { params }, config }, async (req) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    const s = await ctx.directory.getSubAccount(c.account.authId, id);
+    if (!s) throw missing();
+    return { api_id: req.id, ...subAccountView(s) };
+  });
+
+  app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    if (!(await ctx.directory.getSubAccount(c.account.authId, id))) throw missing();
+    const details = validationDetails(req, FIXED_FIELDS);
+    if (Object.keys(details).length > 0) throw badRequest(details);
+    const body = bodyObject(req);
+    const kycMode = optString(body, 'kyc_mode') as KycMode | undefined;
+    const s = await ctx.directory.updateSubAccount(c.account.authId, id, {
+      name: optString(body, 'name'),
+      enabled: optBool(body, 'enabled'),
+      businessType: optString(body, 'business_type'),
+      kycMode,
+      kycCallsBlocked: kycMode === undefined ? undefined : blockedFor(kycMode),
+      updatedAt: isoNow(),
+    });
+    if (!s) throw missing();
+    await reply.code(202).send();
+  });
+
+  app.delete(one, { schema: { params, querystring: deleteQuery }, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    if (!(await ctx.directory.getSubAccount(c.account.authId, id))) throw missing();
+    if (queryObject(req).cascade === true) {
+      // Endpoints first (unregistered at once, usernames retired), then applications.
+      await deleteSubAccountEndpoints(ctx, c, id, req);
+      for (;;) {
+        const apps = await ctx.directory.listApplications(c.account.authId, { subAccount: id }, { limit: 100, offset: 0 });
+        if (apps.items.length === 0) break;
+        for (const a of apps.items) await ctx.directory.deleteApplication(c.account.authId, a.appId);
+      }
+    }
+    const r = await ctx.directory.deleteSubAccount(c.account.authId, id);
+    if (r === 'not_found') throw missing();
+    if (r === 'not_empty') {
+      throw conflict(
+        'subaccount_not_empty',
+        'The sub-account still owns endpoints or applications; delete them first, or pass cascade=true to delete them with it.',
+      );
+    }
+    req.log.info({ subAccount: id }, 'sub-account deleted');
+    await reply.code(204).send();
+  });
+}

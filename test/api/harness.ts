@@ -1,0 +1,254 @@
+/**
+ * The API under test over real HTTP: buildApiServer listening on 127.0.0.1:0,
+ * on the in-memory stores or on a real redis-server, plus a fetch wrapper and
+ * helpers that provision accounts through the partner API.
+ */
+import { Redis } from 'ioredis';
+import type { FastifyInstance } from 'fastify';
+import { buildApiServer } from '../../src/api/server.js';
+import { DEFAULTS, type Config, type PartnerConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import type { CredentialStore } from '../../src/store/credentials.js';
+import type { Directory } from '../../src/store/directory.js';
+import { MemoryDirectory } from '../../src/store/directory-memory.js';
+import { RedisDirectory } from '../../src/store/directory-redis.js';
+import type { Aor, BindingWrite, LocationStore } from '../../src/store/location-store.js';
+import { MemoryCredentialStore, MemoryLocationStore } from '../../src/store/memory-store.js';
+import { RedisCredentialStore, RedisLocationStore } from '../../src/store/redis-store.js';
+import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+
+export type StoreKind = 'memory' | 'redis';
+export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];
+
+export const PARTNER: PartnerConfig = Object.freeze({
+  id: 'PT-test',
+  authId: 'PATESTPARTNER0000001',
+  authToken: 'partner-token-0123456789abcdef',
+  name: 'Test Partner',
+  email: 'partner@example.test',
+  password: 'partner-password-1',
+  company: 'Partner Co',
+  canCreateAccounts: true,
+  canTransferBalance: false,
+});
+
+/** A partner that may not create accounts. */
+export const LIMITED_PARTNER: PartnerConfig = Object.freeze({
+  ...PARTNER,
+  id: 'PT-limited',
+  authId: 'PATESTPARTNER0000002',
+  authToken: 'limited-token-0123456789abcdef',
+  email: 'limited@example.test',
+  canCreateAccounts: false,
+});
+
+export interface Creds {
+  id: string;
+  token: string;
+}
+
+export interface Reply {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** Parsed JSON body, or undefined when the body is empty. */
+  body: unknown;
+  /** The body as an object (throws when it is not one). */
+  json: Record<string, unknown>;
+}
+
+export interface RequestOptions {
+  auth?: Creds | null;
+  body?: unknown;
+  /** Raw body text (sent as is). */
+  raw?: string;
+  headers?: Record<string, string>;
+}
+
+export interface Harness {
+  kind: StoreKind;
+  base: string;
+  app: FastifyInstance;
+  location: LocationStore;
+  credentials: CredentialStore;
+  directory: Directory;
+  config: Readonly<Config>;
+  /** AORs passed to onEndpointRemoved, in order. */
+  removed: Aor[];
+  request(method: string, path: string, opts?: RequestOptions): Promise<Reply>;
+  /** A new customer account through the partner API. */
+  newAccount(): Promise<Creds & { sipDomain: string }>;
+  /** A new sub-account of `parent`. */
+  newSubAccount(parent: Creds, kycMode?: string): Promise<Creds>;
+  close(): Promise<void>;
+}
+
+export function testConfig(over: Partial<Config> = {}): Readonly<Config> {
+  return Object.freeze({
+    ...DEFAULTS,
+    digestAlgorithms: [...DEFAULTS.digestAlgorithms],
+    wsAllowedOrigins: [],
+    nodeId: 'test-node',
+    partners: [PARTNER, LIMITED_PARTNER],
+    production: false,
+    sipDomain: 'sip.test',
+    nonceSecret: 'test-nonce-secret-0123456789',
+    ...over,
+  });
+}
+
+/** A Redis server shared by the suites of one test file, started on first use. */
+let sharedRedis: RedisServerHandle | null = null;
+export async function redisServer(): Promise<RedisServerHandle> {
+  sharedRedis ??= await startRedis();
+  return sharedRedis;
+}
+export async function stopRedisServer(): Promise<void> {
+  const r = sharedRedis;
+  sharedRedis = null;
+  await r?.stop();
+}
+
+export async function startHarness(kind: StoreKind, over: Partial<Config> = {}): Promise<Harness> {
+  const config = testConfig(over);
+  let location: LocationStore;
+  let credentials: CredentialStore;
+  let directory: Directory;
+  let redis: Redis | null = null;
+  if (kind === 'memory') {
+    location = new MemoryLocationStore({ sweepIntervalMs: 0 });
+    credentials = new MemoryCredentialStore();
+    directory = new MemoryDirectory();
+  } else {
+    const server = await redisServer();
+    redis = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: false });
+    location = new RedisLocationStore(redis, { closeConnection: false });
+    credentials = new RedisCredentialStore(redis, { closeConnection: false });
+    directory = new RedisDirectory(redis, { closeConnection: false });
+  }
+  const removed: Aor[] = [];
+  const app = await buildApiServer({
+    config,
+    logger: createLogger('silent'),
+    location,
+    credentials,
+    directory,
+    redis,
+    onEndpointRemoved: (aor) => removed.push(aor),
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const addr = app.server.address();
+  if (addr === null || typeof addr === 'string') throw new Error('no address');
+  const base = `http://127.0.0.1:${addr.port}`;
+
+  const request = async (method: string, path: string, opts: RequestOptions = {}): Promise<Reply> => {
+    const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
+    if (opts.auth) {
+      headers['x-auth-id'] = opts.auth.id;
+      headers['x-auth-token'] = opts.auth.token;
+    }
+    let body: string | undefined;
+    if (opts.raw !== undefined) body = opts.raw;
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(base + path, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown;
+    if (text !== '') {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+    }
+    return {
+      status: res.status,
+      headers: res.headers,
+      text,
+      body: parsed,
+      get json(): Record<string, unknown> {
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+          throw new Error(`expected a JSON object, got ${res.status} ${JSON.stringify(text)}`);
+        }
+        return parsed as Record<string, unknown>;
+      },
+    };
+  };
+
+  const partnerCreds: Creds = { id: PARTNER.authId, token: PARTNER.authToken };
+  let n = 0;
+  const h: Harness = {
+    kind,
+    base,
+    app,
+    location,
+    credentials,
+    directory,
+    config,
+    removed,
+    request,
+    async newAccount() {
+      n++;
+      const r = await request('POST', '/api/v1/partner/accounts', {
+        auth: partnerCreds,
+        body: { name: `Customer ${n}`, email: `c${n}@example.test`, password: 'console-password', country: 'in' },
+      });
+      if (r.status !== 201) throw new Error(`account create: ${r.status} ${r.text}`);
+      return { id: String(r.json.auth_id), token: String(r.json.auth_token), sipDomain: String(r.json.sip_domain) };
+    },
+    async newSubAccount(parent, kycMode = 'personal_use') {
+      const r = await request('POST', `/api/v1/Account/${parent.id}/Subaccount/`, {
+        auth: parent,
+        body: { name: 'Sub', kyc_mode: kycMode },
+      });
+      if (r.status !== 201) throw new Error(`sub-account create: ${r.status} ${r.text}`);
+      return { id: String(r.json.auth_id), token: String(r.json.auth_token) };
+    },
+    async close() {
+      await app.close();
+      await location.close();
+      await credentials.close();
+      await directory.close();
+      if (redis) {
+        redis.disconnect();
+      }
+    },
+  };
+  return h;
+}
+
+/** A binding as the registrar would write it, for `LocationStore.register`. */
+export function bindingWrite(over: Partial<BindingWrite> & { uri: string; expiresAt: number }): BindingWrite {
+  return {
+    key: over.uri,
+    contact: `<${over.uri}>`,
+    callId: `call-${Math.random().toString(36).slice(2)}`,
+    cseq: 1,
+    userAgent: 'TestPhone/1.0',
+    received: 'sip:192.0.2.10:5060;transport=udp',
+    transport: 'udp',
+    path: null,
+    q: null,
+    instanceId: null,
+    regId: null,
+    nodeId: null,
+    connId: null,
+    ...over,
+  };
+}
+
+/** Register bindings for an AOR straight into the location store. */
+export async function registerBindings(location: LocationStore, aor: Aor, writes: BindingWrite[], now = Date.now()): Promise<void> {
+  const r = await location.register(aor, {
+    callId: writes[0]?.callId ?? 'c',
+    cseq: writes[0]?.cseq ?? 1,
+    now,
+    removeAll: false,
+    writes,
+    removes: [],
+    maxContacts: 10,
+  });
+  if (!r.ok) throw new Error(`register failed: ${r.code}`);
+}
