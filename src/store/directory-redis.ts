@@ -29,7 +29,11 @@ import {
 export interface RedisDirectoryOptions {
   /** Prefix of every key (the location stores use the same default). @default 'sipedge:' */
   prefix?: string;
-  /** Whether close() quits the connection; false when the caller owns a shared one. @default true */
+  /**
+   * Whether close() quits the connection. By default the connection belongs to
+   * its creator (the composition root shares one with the location stores).
+   * @default false
+   */
   closeConnection?: boolean;
   /** Endpoints read per round trip when a filtered list must scan an account. @default 500 */
   scanBatch?: number;
@@ -298,7 +302,7 @@ export class RedisDirectory implements Directory {
     }
     this.#redis = redis;
     this.#prefix = opts.prefix ?? 'sipedge:';
-    this.#closeConnection = opts.closeConnection ?? true;
+    this.#closeConnection = opts.closeConnection ?? false;
     this.#scanBatch = opts.scanBatch ?? 500;
   }
 
