@@ -9,7 +9,7 @@ import { SipRouter, type RequestHandler } from './core/router.js';
 import type { LocationStore } from './store/location-store.js';
 import type { CredentialStore } from './store/credentials.js';
 import { MemoryCredentialStore, MemoryLocationStore } from './store/memory-store.js';
-import { RedisCredentialStore, RedisLocationStore } from './store/redis-store.js';
+import { REDIS_STORE_CLIENT_OPTIONS, RedisCredentialStore, RedisLocationStore } from './store/redis-store.js';
 import type { BoundAddress, SipTransportName, Transport } from './transport/types.js';
 import { UdpTransport } from './transport/udp.js';
 import { StreamTransport } from './transport/stream.js';
@@ -41,8 +41,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   let credentials: CredentialStore;
   if (config.redisUrl) {
     redis = new Redis(config.redisUrl, {
+      ...REDIS_STORE_CLIENT_OPTIONS,
       // Fail fast while Redis is away (REGISTER answers 503) and reconnect quickly when it is back.
-      maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
       retryStrategy: (times) => Math.min(200 + times * 100, 1000),
       connectionName: `sip-edge:${config.nodeId}`,
@@ -59,7 +59,12 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     secret: config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32),
     ttlSeconds: config.nonceTtl,
   });
-  const auth = new DigestAuthenticator({ credentials, nonces, algorithms: config.digestAlgorithms });
+  const auth = new DigestAuthenticator({
+    credentials,
+    nonces,
+    algorithms: config.digestAlgorithms,
+    md5OnlyUserAgents: config.digestMd5OnlyUserAgents,
+  });
   const registrar = new Registrar({
     store: location,
     auth,

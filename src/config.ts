@@ -55,6 +55,11 @@ export interface Config {
   nonceTtl: number;
   /** Digest algorithms offered, in order (RFC 8760: strongest first). @default ['SHA-256', 'MD5'] */
   digestAlgorithms: Array<'SHA-256' | 'MD5'>;
+  /**
+   * User-Agent substrings (case-insensitive) of clients that read only the first
+   * challenge and speak only MD5; they get an MD5 challenge alone. @default ['sipp']
+   */
+  digestMd5OnlyUserAgents: string[];
   /** @default 'info' */ logLevel: string;
   /** Origins accepted on WS/WSS upgrades; empty = any. @default [] */
   wsAllowedOrigins: string[];
@@ -100,6 +105,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   nonceSecret: null,
   nonceTtl: 300,
   digestAlgorithms: ['SHA-256', 'MD5'] as Array<'SHA-256' | 'MD5'>,
+  digestMd5OnlyUserAgents: ['sipp'],
   logLevel: 'info',
   wsAllowedOrigins: [],
   maxMessageSize: 65535,
@@ -135,6 +141,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['NONCE_SECRET', 'nonceSecret', secret(16)],
   ['NONCE_TTL', 'nonceTtl', int(5, 3600)],
   ['DIGEST_ALGORITHMS', 'digestAlgorithms', algorithms],
+  ['DIGEST_MD5_ONLY_USER_AGENTS', 'digestMd5OnlyUserAgents', lowerList],
   ['LOG_LEVEL', 'logLevel', level],
   ['WS_ALLOWED_ORIGINS', 'wsAllowedOrigins', list],
   ['SIP_MAX_MESSAGE_SIZE', 'maxMessageSize', int(1024, 1 << 20)],
@@ -205,6 +212,9 @@ function level(v: string, name: string): string {
   if (!LEVELS.includes(t)) throw new ConfigError(`${name} must be one of ${LEVELS.join(', ')}, got "${v}"`);
   return t;
 }
+function lowerList(v: string): string[] {
+  return v.trim().toLowerCase() === 'none' ? [] : list(v.toLowerCase());
+}
 function list(v: string): string[] {
   return v.split(',').map((s) => s.trim()).filter(Boolean);
 }
@@ -246,6 +256,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
   const cfg: Config = {
     ...DEFAULTS,
     digestAlgorithms: [...DEFAULTS.digestAlgorithms],
+    digestMd5OnlyUserAgents: [...DEFAULTS.digestMd5OnlyUserAgents],
     wsAllowedOrigins: [],
     nodeId: Math.random().toString(36).slice(2, 10),
     partners: [],

@@ -1,6 +1,6 @@
 import type { CredentialStore, EndpointCredential } from '../store/credentials.js';
 import type { SipRequest, DigestCredentials } from '../sip/message.js';
-import { getHeaders, parseDigestCredentials } from '../sip/headers.js';
+import { getHeader, getHeaders, parseDigestCredentials } from '../sip/headers.js';
 import { buildChallenge, credentialAlgorithm, dummyHa1, verifyDigest, type DigestAlgorithm } from './digest.js';
 import type { NonceManager } from './nonce.js';
 
@@ -18,6 +18,12 @@ export interface AuthenticatorOptions {
   nonces: NonceManager;
   /** Offered in this order, one WWW-Authenticate header each (RFC 8760 §2.4). */
   algorithms: readonly DigestAlgorithm[];
+  /**
+   * User-Agent substrings (lower-case) of clients known to answer only the first
+   * challenge even when it names an algorithm they lack (SIPp 3.6, some desk
+   * phones): they are challenged with MD5 alone.
+   */
+  md5OnlyUserAgents?: readonly string[];
 }
 
 /**
@@ -29,7 +35,11 @@ export interface AuthenticatorOptions {
  * answer nor its timing tells whether a username exists.
  */
 export class DigestAuthenticator {
-  constructor(private readonly opts: AuthenticatorOptions) {}
+  private readonly md5Only: readonly DigestAlgorithm[];
+
+  constructor(private readonly opts: AuthenticatorOptions) {
+    this.md5Only = opts.algorithms.includes('MD5') ? ['MD5'] : opts.algorithms;
+  }
 
   /**
    * @param realm the account SIP domain the request claims (To host for REGISTER)
@@ -38,14 +48,14 @@ export class DigestAuthenticator {
    */
   async authenticate(req: SipRequest, realm: string, user: string, proxy = false): Promise<AuthOutcome> {
     const creds = this.pickCredentials(req, realm, proxy);
-    if (!creds) return this.challenge(realm, false, 'no-credentials', proxy);
+    if (!creds) return this.challenge(req, realm, false, 'no-credentials', proxy);
     const algorithm = credentialAlgorithm(creds);
-    if (!algorithm || !this.opts.algorithms.includes(algorithm)) return this.challenge(realm, false, 'unsupported', proxy);
+    if (!algorithm || !this.opts.algorithms.includes(algorithm)) return this.challenge(req, realm, false, 'unsupported', proxy);
 
     const username = creds.params.get('username') ?? '';
     const nonce = creds.params.get('nonce') ?? '';
     const nonceState = this.opts.nonces.check(nonce, realm);
-    if (nonceState === 'invalid') return this.challenge(realm, false, 'bad-nonce', proxy);
+    if (nonceState === 'invalid') return this.challenge(req, realm, false, 'bad-nonce', proxy);
     if (username !== user) return { ok: false, kind: 'forbidden', reason: 'user-mismatch' };
 
     const credential = await this.opts.credentials.get(realm, username);
@@ -56,15 +66,15 @@ export class DigestAuthenticator {
       : dummyHa1(algorithm, username, realm);
     const verdict = verifyDigest(creds, { method: req.method, ha1, algorithm });
     if (verdict !== 'ok' || !credential) {
-      return this.challenge(realm, false, verdict === 'unsupported-qop' ? 'unsupported' : 'bad-credentials', proxy);
+      return this.challenge(req, realm, false, verdict === 'unsupported-qop' ? 'unsupported' : 'bad-credentials', proxy);
     }
     // RFC 7616 §3.3 stale: the password was right, only the nonce is old, so the
     // client may retry with a fresh nonce without asking its user.
-    if (nonceState === 'stale') return this.challenge(realm, true, 'stale-nonce', proxy);
+    if (nonceState === 'stale') return this.challenge(req, realm, true, 'stale-nonce', proxy);
     if (creds.params.has('qop')) {
       const nc = parseInt(creds.params.get('nc') ?? '', 16);
       if (!Number.isFinite(nc) || nc <= 0 || !this.opts.nonces.acceptCount(nonce, nc)) {
-        return this.challenge(realm, true, 'replay', proxy);
+        return this.challenge(req, realm, true, 'replay', proxy);
       }
     }
     return { ok: true, user: username, credential };
@@ -83,13 +93,23 @@ export class DigestAuthenticator {
     return fallback;
   }
 
-  private challenge(realm: string, stale: boolean, reason: AuthFailure, proxy: boolean): AuthOutcome {
+  private challenge(req: SipRequest, realm: string, stale: boolean, reason: AuthFailure, proxy: boolean): AuthOutcome {
     const name = proxy ? 'Proxy-Authenticate' : 'WWW-Authenticate';
     const nonce = this.opts.nonces.issue(realm);
-    const headers: Array<[string, string]> = this.opts.algorithms.map((algorithm) => [
+    const headers: Array<[string, string]> = this.algorithmsFor(req).map((algorithm) => [
       name,
       buildChallenge({ realm, nonce, algorithm, stale }),
     ]);
     return { ok: false, kind: 'challenge', headers, reason };
+  }
+
+  /** RFC 8760 §2.4 order (strongest first), except for clients on the MD5-only list. */
+  private algorithmsFor(req: SipRequest): readonly DigestAlgorithm[] {
+    const quirks = this.opts.md5OnlyUserAgents;
+    if (!quirks || quirks.length === 0 || this.opts.algorithms.length < 2) return this.opts.algorithms;
+    const ua = getHeader(req, 'user-agent');
+    if (!ua) return this.opts.algorithms;
+    const lower = ua.toLowerCase();
+    return quirks.some((q) => lower.includes(q)) ? this.md5Only : this.opts.algorithms;
   }
 }

@@ -114,7 +114,7 @@ export class SipRouter implements MessageSink {
       (err: unknown) => {
         if (err instanceof SipError) {
           this.finish(req, flow, vias, key, err.status, err.reason, err.headers, startedAt);
-        } else if (err instanceof StoreUnavailableError || isStoreError(err)) {
+        } else if (err instanceof StoreUnavailableError) {
           this.opts.log.warn({ err: errMessage(err), method: req.method }, 'store unavailable');
           this.finish(req, flow, vias, key, 503, 'Service Unavailable', [['Retry-After', RETRY_AFTER_STORE]], startedAt);
         } else {
@@ -209,12 +209,6 @@ function fromTag(req: SipRequest): string | null {
 function reasonText(reason: string): string {
   // Reason phrases are TEXT-UTF8 but must not carry CR/LF; keep them short.
   return `Bad Request (${reason.replace(/[\r\n]/g, ' ').slice(0, 80)})`;
-}
-
-function isStoreError(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const name = err.name;
-  return name === 'MaxRetriesPerRequestError' || /Connection is closed|ECONNREFUSED|Stream isn't writeable/.test(err.message);
 }
 
 function errMessage(err: unknown): string {

@@ -34,6 +34,8 @@ export interface SippOptions {
   limit?: number;
   keys?: Record<string, string | number>;
   timeoutMs?: number;
+  /** Duration of the scenarios' plain <pause/> (hold time, stale-nonce wait), ms. @default 0 */
+  pauseMs?: number;
   /** Local port for SIPp; default 0 → SIPp picks. */
   localPort?: number;
 }
@@ -49,7 +51,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
     inf,
     'SEQUENTIAL\n' + o.users.map((u) => `${u.user};${u.domain};[authentication username=${u.user} password=${u.password}]`).join('\n') + '\n',
   );
-  const keys = { expires: 3600, hold: 0, stale_wait: 0, ...o.keys };
+  const keys = { expires: 3600, ...o.keys };
   const args = [
     '127.0.0.1:' + o.port,
     '-sf', join(ROOT, 'sipp-scenarios', o.scenario),
@@ -60,6 +62,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
     '-m', String(o.calls ?? o.users.length),
     '-r', String(o.rate ?? 200),
     '-l', String(o.limit ?? 100),
+    '-d', String(o.pauseMs ?? 0),
     '-bg', // no interactive screen
     '-nostdin',
     '-trace_err',
