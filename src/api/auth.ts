@@ -33,6 +33,12 @@ declare module 'fastify' {
   }
   interface FastifyContextConfig {
     access?: Access;
+    /**
+     * The route's own 404 body (spec "Errors"), also used when the path names
+     * another account, so that answer cannot be told from "no such resource":
+     * `empty` (endpoint update/delete) or `endpoint` ({error, endpoint_id}).
+     */
+    notFound?: 'empty' | 'endpoint';
   }
 }
 

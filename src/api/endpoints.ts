@@ -13,7 +13,7 @@ import type { ApplicationRecord, EndpointQuery, EndpointRecord } from '../store/
 import { newNumericId } from '../store/directory.js';
 import type { Aor, Binding } from '../store/location-store.js';
 import { aorKey } from '../store/location-store.js';
-import { ApiError, badRequest, conflict, describedPattern, notFoundNoBody, type Details } from './errors.js';
+import { ApiError, badRequest, conflict, describedPattern, endpointNotFound, notFoundNoBody, type Details } from './errors.js';
 import {
   bodyObject,
   customerOf,
@@ -412,11 +412,11 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
   });
 
   // 3. Retrieve
-  app.get(one, { schema: { params }, config }, async (req) => {
+  app.get(one, { schema: { params }, config: { ...config, notFound: 'endpoint' } }, async (req) => {
     const c = customerOf(req);
     const { endpoint_id: id } = req.params as { endpoint_id: string };
     const e = await visibleEndpoint(ctx, c, id);
-    if (!e) throw new ApiError(404, 'not_found', 'No endpoint with this endpoint_id on this account.', { endpoint_id: id });
+    if (!e) throw endpointNotFound(id);
     const [bindings, app] = await Promise.all([
       ctx.location.lookup(endpointAor(c, e)),
       e.appId ? ctx.directory.getApplication(c.account.authId, e.appId) : Promise.resolve(null),
@@ -425,7 +425,7 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
   });
 
   // 4. Update
-  app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
+  app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config: { ...config, notFound: 'empty' } }, async (req, reply) => {
     const c = customerOf(req);
     const { endpoint_id: id } = req.params as { endpoint_id: string };
     const e = await visibleEndpoint(ctx, c, id);
@@ -463,7 +463,7 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
   });
 
   // 5. Delete
-  app.delete(one, { schema: { params }, config }, async (req, reply) => {
+  app.delete(one, { schema: { params }, config: { ...config, notFound: 'empty' } }, async (req, reply) => {
     const c = customerOf(req);
     const { endpoint_id: id } = req.params as { endpoint_id: string };
     const e = await visibleEndpoint(ctx, c, id);

@@ -54,6 +54,11 @@ export function notFoundNoBody(): ApiError {
   return new ApiError(404, 'not_found', 'No such resource.', {}, true);
 }
 
+/** The endpoint retrieve 404: `{api_id, error, message, endpoint_id}`. */
+export function endpointNotFound(endpointId: string): ApiError {
+  return new ApiError(404, 'not_found', 'No endpoint with this endpoint_id on this account.', { endpoint_id: endpointId });
+}
+
 export function conflict(code: string, message: string): ApiError {
   return new ApiError(409, code, message);
 }

@@ -25,7 +25,7 @@ import { registerApplicationRoutes } from './applications.js';
 import { Authenticator, headerValue, type Access } from './auth.js';
 import type { ApiContext } from './context.js';
 import { registerEndpointRoutes } from './endpoints.js';
-import { ApiError, badRequest, detailsFromAjv } from './errors.js';
+import { ApiError, badRequest, detailsFromAjv, endpointNotFound, notFound, notFoundNoBody } from './errors.js';
 import { registerHealthRoutes } from './health.js';
 import { Idempotency } from './idempotency.js';
 import { registerPartnerRoutes } from './partner.js';
@@ -85,6 +85,13 @@ function rateLimitKey(req: FastifyRequest): string {
   const authz = headerValue(req, 'authorization');
   if (authz !== null) return `bearer:${digest(authz)}`;
   return `ip:${req.ip}`;
+}
+
+/** The 404 a route answers for a resource the caller cannot see. */
+function routeNotFound(shape: 'empty' | 'endpoint' | undefined, params: Record<string, unknown>): ApiError {
+  if (shape === 'empty') return notFoundNoBody();
+  if (shape === 'endpoint') return endpointNotFound(String(params.endpoint_id ?? ''));
+  return notFound();
 }
 
 /** Map anything thrown during a request to the API error it answers with. */
@@ -190,6 +197,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const m of methods) routes.push({ method: m, url: route.url });
     const access: Access = route.config?.access ?? 'customer';
+    const notFoundShape = route.config?.notFound;
     if (access === 'probe') return;
     const guard = async (req: FastifyRequest): Promise<void> => {
       if (!acceptsJson(headerValue(req, 'accept') ?? undefined)) {
@@ -198,9 +206,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       if (access === 'public') return;
       const principal = await ctx.auth.authenticate(req);
       req.principal = principal;
-      const params = req.params as Record<string, unknown> | undefined;
-      const pathAuthId = typeof params?.auth_id === 'string' ? params.auth_id : undefined;
-      ctx.auth.authorize(principal, access, pathAuthId);
+      const params = (req.params ?? {}) as Record<string, unknown>;
+      const pathAuthId = typeof params.auth_id === 'string' ? params.auth_id : undefined;
+      try {
+        ctx.auth.authorize(principal, access, pathAuthId);
+      } catch (err) {
+        throw err instanceof ApiError && err.status === 404 ? routeNotFound(notFoundShape, params) : err;
+      }
     };
     const existing = route.onRequest;
     route.onRequest = [...(Array.isArray(existing) ? existing : existing ? [existing] : []), guard];
