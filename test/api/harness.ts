@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
 import { buildApiServer } from '../../src/api/server.js';
 import { DEFAULTS, type Config, type PartnerConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/logger.js';
 import type { CredentialStore } from '../../src/store/credentials.js';
 import type { Directory } from '../../src/store/directory.js';
 import { MemoryDirectory } from '../../src/store/directory-memory.js';
@@ -109,7 +109,7 @@ export async function stopRedisServer(): Promise<void> {
   await r?.stop();
 }
 
-export async function startHarness(kind: StoreKind, over: Partial<Config> = {}): Promise<Harness> {
+export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, extra: { logger?: Logger } = {}): Promise<Harness> {
   const config = testConfig(over);
   let location: LocationStore;
   let credentials: CredentialStore;
@@ -129,7 +129,7 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}):
   const removed: Aor[] = [];
   const app = await buildApiServer({
     config,
-    logger: createLogger('silent'),
+    logger: extra.logger ?? createLogger('silent'),
     location,
     credentials,
     directory,

@@ -1,0 +1,204 @@
+/**
+ * The partner API (login, profile, customer accounts), the Account resource and
+ * the health probes, over HTTP on both stores.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Authenticator } from '../../src/api/auth.js';
+import { MemoryDirectory } from '../../src/store/directory-memory.js';
+import { LIMITED_PARTNER, PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Harness } from './harness.js';
+import { ACCOUNT_FIELDS, ISO_DATE_TIME, PARTNER_PROFILE_FIELDS, expectBadRequest, expectError, keys } from './shapes.js';
+
+afterAll(stopRedisServer);
+
+const partnerAuth = { id: PARTNER.authId, token: PARTNER.authToken };
+
+describe.each(STORE_KINDS)('partner API, Account resource and probes (%s store)', (kind) => {
+  let h: Harness;
+
+  beforeAll(async () => {
+    h = await startHarness(kind);
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  describe('POST /api/v1/partner/login', () => {
+    it('exchanges email and password for {tokens {access_token, token_type: Bearer, expires_in}}', async () => {
+      const r = await h.request('POST', '/api/v1/partner/login', { body: { email: PARTNER.email, password: PARTNER.password } });
+      expect(r.status).toBe(200);
+      expect(keys(r.json)).toEqual(['api_id', 'tokens']);
+      const t = r.json.tokens as Record<string, unknown>;
+      expect(keys(t)).toEqual(['access_token', 'expires_in', 'token_type']);
+      expect(t.token_type).toBe('Bearer');
+      expect(Number.isInteger(t.expires_in)).toBe(true);
+      expect(typeof t.access_token).toBe('string');
+      const me = await h.request('GET', '/api/v1/partner/me', { headers: { authorization: `Bearer ${String(t.access_token)}` } });
+      expect(me.status).toBe(200);
+      expect(me.json.id).toBe(PARTNER.id);
+    });
+
+    it('answers invalid_credentials for a wrong password or unknown email', async () => {
+      for (const body of [
+        { email: PARTNER.email, password: 'wrong-password' },
+        { email: 'nobody@example.test', password: PARTNER.password },
+      ]) {
+        const r = await h.request('POST', '/api/v1/partner/login', { body });
+        expect(r.status).toBe(401);
+        expectError(r.body, 'invalid_credentials');
+      }
+    });
+
+    it('answers 400 without email or password', async () => {
+      const r = await h.request('POST', '/api/v1/partner/login', { body: {} });
+      expect(r.status).toBe(400);
+      expectBadRequest(r.body, ['email', 'password']);
+    });
+
+    it('refuses a tampered or foreign Bearer token with 401', async () => {
+      const r = await h.request('POST', '/api/v1/partner/login', { body: { email: PARTNER.email, password: PARTNER.password } });
+      const token = String((r.json.tokens as Record<string, unknown>).access_token);
+      const [hd, , sig] = token.split('.');
+      const forged = `${hd}.${Buffer.from(JSON.stringify({ iss: 'sip-edge', aud: 'partner', sub: PARTNER.id, aid: PARTNER.authId, exp: 9e9 })).toString('base64url')}.${sig}`;
+      for (const bearer of [forged, 'garbage', `${token}x`]) {
+        const me = await h.request('GET', '/api/v1/partner/me', { headers: { authorization: `Bearer ${bearer}` } });
+        expect(me.status).toBe(401);
+        expectError(me.body, 'unauthorized');
+      }
+    });
+  });
+
+  it('GET /api/v1/partner/me returns the PartnerProfile with capability flags', async () => {
+    const r = await h.request('GET', '/api/v1/partner/me', { auth: partnerAuth });
+    expect(r.status).toBe(200);
+    expect(keys(r.json)).toEqual(PARTNER_PROFILE_FIELDS);
+    expect(r.json).toMatchObject({
+      id: PARTNER.id,
+      name: PARTNER.name,
+      email: PARTNER.email,
+      company: PARTNER.company,
+      can_create_accounts: true,
+      can_transfer_balance: false,
+    });
+    for (const f of ['balance', 'tds_percentage']) expect(typeof r.json[f]).toBe('number');
+    expect(typeof r.json.tds_applicable).toBe('boolean');
+    for (const f of ['phone', 'currency', 'gstin', 'gst_status', 'account_type', 'status']) expect(typeof r.json[f]).toBe('string');
+    expect(r.json.created_at).toMatch(ISO_DATE_TIME);
+    expect(r.text).not.toContain(PARTNER.authToken);
+    expect(r.text).not.toContain(PARTNER.password ?? '');
+  });
+
+  describe('POST /api/v1/partner/accounts', () => {
+    it('creates a customer account and returns auth_id and auth_token once', async () => {
+      const r = await h.request('POST', '/api/v1/partner/accounts', {
+        auth: partnerAuth,
+        body: { name: 'Acme', email: 'ops@acme.example', password: 'console-password', country: 'in' },
+      });
+      expect(r.status).toBe(201);
+      expect(keys(r.json)).toEqual([...ACCOUNT_FIELDS, 'api_id', 'auth_token', 'message'].sort());
+      expect(r.json.auth_id).toMatch(/^MA[A-Z0-9]{18}$/);
+      expect(r.json).toMatchObject({
+        message: 'created',
+        name: 'Acme',
+        email: 'ops@acme.example',
+        country: 'IN',
+        account_type: 'PREPAID',
+        enabled: true,
+        is_active: true,
+        sip_domain: `${String(r.json.auth_id).toLowerCase()}.sip.test`,
+      });
+      expect(Number.isInteger(r.json.cps_limit)).toBe(true);
+      expect(Number.isInteger(r.json.concurrent_calls_limit)).toBe(true);
+      expect(r.text).not.toContain('console-password');
+
+      const creds = { id: String(r.json.auth_id), token: String(r.json.auth_token) };
+      const acct = await h.request('GET', `/api/v1/Account/${creds.id}/`, { auth: creds });
+      expect(acct.status).toBe(200);
+      expect(keys(acct.json)).toEqual([...ACCOUNT_FIELDS, 'api_id'].sort());
+      expect(acct.json.id).toBe(creds.id);
+      expect(acct.text).not.toContain(creds.token);
+    });
+
+    it('answers 400 naming every bad field', async () => {
+      const r = await h.request('POST', '/api/v1/partner/accounts', {
+        auth: partnerAuth,
+        body: { email: 'not-an-email', password: 'short', country: 'IND' },
+      });
+      expect(r.status).toBe(400);
+      expectBadRequest(r.body, ['name', 'email', 'password', 'country']);
+    });
+
+    it('answers 403 when the partner may not create accounts', async () => {
+      const r = await h.request('POST', '/api/v1/partner/accounts', {
+        auth: { id: LIMITED_PARTNER.authId, token: LIMITED_PARTNER.authToken },
+        body: { name: 'Acme', email: 'ops@acme.example', password: 'console-password', country: 'IN' },
+      });
+      expect(r.status).toBe(403);
+      expectError(r.body, 'forbidden');
+    });
+
+    it('Idempotency-Key: a retry returns the same credentials and creates one account', async () => {
+      const body = { name: 'Retry', email: 'retry@example.test', password: 'console-password', country: 'DE' };
+      const headers = { 'idempotency-key': `acct-${kind}` };
+      const a = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body, headers });
+      const b = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body, headers });
+      expect(a.status).toBe(201);
+      expect(b.status).toBe(201);
+      expect(b.json).toEqual(a.json);
+      const other = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body: { ...body, name: 'Other' }, headers });
+      expect(other.status).toBe(422);
+      expectError(other.body, 'idempotency_key_reused');
+    });
+  });
+
+  describe('probes', () => {
+    it('GET /healthz answers 200 without credentials', async () => {
+      const r = await h.request('GET', '/healthz', { headers: { accept: 'text/plain' } });
+      expect(r.status).toBe(200);
+      expect(r.json.status).toBe('ok');
+    });
+
+    it('GET /readyz answers 200 while the stores answer, 503 with the error object when the location store does not', async () => {
+      const ok = await h.request('GET', '/readyz');
+      expect(ok.status).toBe(200);
+      const ping = h.location.ping.bind(h.location);
+      h.location.ping = async () => false;
+      try {
+        const down = await h.request('GET', '/readyz');
+        expect(down.status).toBe(503);
+        expectError(down.body, 'not_ready');
+      } finally {
+        h.location.ping = ping;
+      }
+    });
+
+    it('probes are exempt from rate limits', async () => {
+      const r = await h.request('GET', '/healthz');
+      expect(r.headers.get('x-ratelimit-limit')).toBeNull();
+    });
+  });
+});
+
+describe('Authenticator partner tokens', () => {
+  it('a token expires after expires_in seconds', () => {
+    const auth = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
+    const now = Date.UTC(2030, 0, 1);
+    const { token, expiresIn } = auth.issuePartnerToken(PARTNER, now);
+    expect(auth.verifyPartnerToken(token, now + 1000)?.id).toBe(PARTNER.id);
+    expect(auth.verifyPartnerToken(token, now + expiresIn * 1000)).toBeNull();
+  });
+
+  it('tokens of one secret are accepted by every node sharing it, and by no other', () => {
+    const a = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
+    const b = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
+    const c = new Authenticator(new MemoryDirectory(), [PARTNER], 'another-secret-0123456789');
+    const { token } = a.issuePartnerToken(PARTNER);
+    expect(b.verifyPartnerToken(token)?.id).toBe(PARTNER.id);
+    expect(c.verifyPartnerToken(token)).toBeNull();
+  });
+
+  it('a token of a partner no longer configured is refused', () => {
+    const a = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
+    const b = new Authenticator(new MemoryDirectory(), [LIMITED_PARTNER], 'secret-0123456789abcdef');
+    expect(b.verifyPartnerToken(a.issuePartnerToken(PARTNER).token)).toBeNull();
+  });
+});
