@@ -125,6 +125,21 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     credentials,
     registrar,
     async start() {
+      if (redis && redis.status !== 'ready') {
+        // Give Redis a moment so the first REGISTERs do not meet a 503; start regardless
+        // (readiness reports the store) when it is down.
+        const r = redis;
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(done, 3000);
+          function done(): void {
+            clearTimeout(t);
+            r.off('ready', done);
+            resolve();
+          }
+          r.once('ready', done);
+        });
+        if (r.status !== 'ready') log.warn('redis is not reachable yet; REGISTER answers 503 until it is');
+      }
       const listening: Listening = { udp: null, tcp: null, tls: null, ws: null, wss: null, http: null };
       for (const [name, t] of transports) {
         listening[name] = await t.start();

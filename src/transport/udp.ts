@@ -1,5 +1,5 @@
 import dgram from 'node:dgram';
-import { isIPv6 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 import type { Logger } from '../logger.js';
 import { normalizeAddress, type BoundAddress, type Flow, type MessageSink, type Transport } from './types.js';
 
@@ -8,6 +8,8 @@ export class UdpTransport implements Transport {
   readonly name = 'udp' as const;
   private socket: dgram.Socket | null = null;
   private local: BoundAddress = { address: '', port: 0 };
+  /** A dual-stack udp6 socket reaches IPv4 peers through IPv4-mapped addresses. */
+  private readonly dualStack: boolean;
 
   constructor(
     private readonly host: string,
@@ -15,11 +17,13 @@ export class UdpTransport implements Transport {
     private readonly sink: MessageSink,
     private readonly log: Logger,
     private readonly maxMessageSize: number,
-  ) {}
+  ) {
+    this.dualStack = isIPv6(host);
+  }
 
   start(): Promise<BoundAddress> {
     const socket = dgram.createSocket({
-      type: isIPv6(this.host) ? 'udp6' : 'udp4',
+      type: this.dualStack ? 'udp6' : 'udp4',
       ipv6Only: false,
       reuseAddr: false,
       recvBufferSize: 4 * 1024 * 1024,
@@ -53,7 +57,8 @@ export class UdpTransport implements Transport {
 
   send(flow: Flow, data: Buffer): boolean {
     if (!this.socket) return false;
-    this.socket.send(data, flow.remotePort, flow.remoteAddress, (err) => {
+    const to = this.dualStack && isIPv4(flow.remoteAddress) ? `::ffff:${flow.remoteAddress}` : flow.remoteAddress;
+    this.socket.send(data, flow.remotePort, to, (err) => {
       if (err) this.log.debug({ err, to: `${flow.remoteAddress}:${flow.remotePort}` }, 'udp send failed');
     });
     return true;
