@@ -15,6 +15,12 @@ import { UdpTransport } from './transport/udp.js';
 import { StreamTransport } from './transport/stream.js';
 import { WsTransport } from './transport/ws.js';
 import { loadTlsCredentials } from './transport/tls-credentials.js';
+import type { Directory } from './store/directory.js';
+import { MemoryDirectory } from './store/directory-memory.js';
+import { RedisDirectory } from './store/directory-redis.js';
+import { buildApiServer } from './api/server.js';
+import type { FastifyInstance } from 'fastify';
+import type { Aor } from './store/location-store.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -24,6 +30,7 @@ export type Listening = Record<SipTransportName | 'http', BoundAddress | null>;
 export interface App {
   readonly location: LocationStore;
   readonly credentials: CredentialStore;
+  readonly directory: Directory;
   readonly registrar: Registrar;
   start(): Promise<Listening>;
   stop(): Promise<void>;
@@ -39,6 +46,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   let redis: Redis | null = null;
   let location: LocationStore;
   let credentials: CredentialStore;
+  let directory: Directory;
   if (config.redisUrl) {
     redis = new Redis(config.redisUrl, {
       ...REDIS_STORE_CLIENT_OPTIONS,
@@ -50,9 +58,11 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis error'));
     location = new RedisLocationStore(redis);
     credentials = new RedisCredentialStore(redis);
+    directory = new RedisDirectory(redis);
   } else {
     location = new MemoryLocationStore();
     credentials = new MemoryCredentialStore();
+    directory = new MemoryDirectory();
   }
 
   const nonces = new NonceManager({
@@ -119,10 +129,24 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     transports.set('wss', new WsTransport('wss', { ...ws, port: config.wssPort, tls: tlsCreds }, router, sipLog));
   }
 
+  /**
+   * An endpoint's bindings were removed by the API (password change, delete): its
+   * TCP/TLS/WS flows close unless another endpoint still uses them (DESIGN.md).
+   */
+  const onEndpointRemoved = (aor: Aor): void => {
+    for (const connId of registrar.flowsOf(aor)) {
+      if (registrar.forget(aor, connId) > 0) continue;
+      const name = connId.slice(0, connId.indexOf('-')) as SipTransportName;
+      transports.get(name)?.closeFlow(connId);
+    }
+  };
+
+  let http: FastifyInstance | null = null;
   const started: Transport[] = [];
   return {
     location,
     credentials,
+    directory,
     registrar,
     async start() {
       if (redis && redis.status !== 'ready') {
@@ -145,14 +169,23 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         listening[name] = await t.start();
         started.push(t);
       }
+      if (config.httpPort !== null) {
+        http = await buildApiServer({ config, logger: log.child({ component: 'api' }), location, credentials, directory, redis, onEndpointRemoved });
+        await http.listen({ host: config.httpHost, port: config.httpPort });
+        const a = http.server.address();
+        if (a && typeof a === 'object') listening.http = { address: a.address, port: a.port };
+      }
       return listening;
     },
     async stop() {
+      if (http) await http.close();
+      http = null;
       for (const t of started.reverse()) await t.stop();
       started.length = 0;
       router.stop();
       await location.close();
       await credentials.close();
+      await directory.close();
       if (redis) {
         try {
           await redis.quit();
