@@ -190,11 +190,9 @@ export function getListValues(msg: SipMessage, name: string): string[] {
   return out ?? [];
 }
 
-/**
- * Parses `*( SEMI generic-param )` from `s[i…]` into `out` (names lower-cased,
- * quoted values kept with their quotes; the first of duplicate names wins).
- * SEMI and EQUAL allow whitespace around them (§25.1). False when malformed.
- */
+// Parses `*( SEMI generic-param )` from `s[i…]` into `out` (names lower-cased,
+// quoted values kept with their quotes; the first of duplicate names wins).
+// SEMI and EQUAL allow whitespace around them (§25.1). False when malformed.
 function parseGenericParams(s: string, i: number, out: Map<string, string | null>): boolean {
   const n = s.length;
   for (;;) {

@@ -289,7 +289,7 @@ function parse(buf: Buffer, limits: ParseLimits): ParseResult {
     isRequest && vias > 0 ? { kind: 'request', method, uri, headers, body: EMPTY_BODY } : undefined;
 
   if (isRequest) {
-    // RFC 3261 §8.2.2 … a UAS answers 505 to an unsupported version.
+    // RFC 3261 §21.5.6: a version the server cannot handle is answered 505.
     if (version === 0) return fail(`version: ${startLine.slice(startLine.lastIndexOf(' ') + 1)} not supported`, partial);
     if (version < 0) return fail('request-line: malformed SIP-Version', partial);
     const ruri = parseUri(uri);
@@ -335,8 +335,10 @@ function parse(buf: Buffer, limits: ParseLimits): ParseResult {
   }
 
   if (isRequest) {
-    const req: SipRequest = { kind: 'request', method, uri, headers, body };
-    return { ok: true, msg: req };
+    if (partial === undefined) return fail('header: missing Via');
+    // Every check passed: the partial request is the whole request.
+    partial.body = body;
+    return { ok: true, msg: partial };
   }
   const res: SipResponse = { kind: 'response', status, reason, headers, body };
   return { ok: true, msg: res };
