@@ -151,20 +151,47 @@ export function contactsForReply(bindings: readonly Binding[], now: number): str
 
 /** Replace or append the header parameter `expires` of a Contact value, keeping the rest as sent. */
 export function withExpires(contact: string, seconds: number): string {
-  // Header params follow '>' in a name-addr, or the URI in an addr-spec.
-  const gt = contact.lastIndexOf('>');
-  const head = gt >= 0 ? contact.slice(0, gt + 1) : '';
-  let tail = gt >= 0 ? contact.slice(gt + 1) : contact;
-  let base = '';
-  if (gt < 0) {
-    const semi = tail.indexOf(';');
-    base = semi >= 0 ? tail.slice(0, semi) : tail;
-    tail = semi >= 0 ? tail.slice(semi) : '';
+  // Header params start after the '>' closing a name-addr (display names and
+  // quoted param values may hold '<', '>' and ';'), or after the URI of an addr-spec.
+  let i = 0;
+  let inQuote = false;
+  let angle = -1;
+  for (; i < contact.length; i++) {
+    const c = contact[i];
+    if (inQuote) {
+      if (c === '\\') i++;
+      else if (c === '"') inQuote = false;
+    } else if (c === '"') inQuote = true;
+    else if (c === '<') {
+      angle = contact.indexOf('>', i);
+      break;
+    } else if (c === ';') break;
   }
-  const params = tail
-    .split(';')
-    .map((p) => p.trim())
-    .filter((p) => p !== '' && !/^expires\s*(=|$)/i.test(p));
+  const cut = angle >= 0 ? angle + 1 : i;
+  const params = splitParams(contact.slice(cut)).filter((p) => !/^expires\s*(=|$)/i.test(p));
   params.push(`expires=${seconds}`);
-  return `${head}${base};${params.join(';')}`;
+  return `${contact.slice(0, cut)};${params.join(';')}`;
+}
+
+/** Split `;a=1;b="x;y"` into ['a=1', 'b="x;y"'], honouring quoted strings. */
+function splitParams(tail: string): string[] {
+  const out: string[] = [];
+  let cur = '';
+  let inQuote = false;
+  for (let i = 0; i < tail.length; i++) {
+    const c = tail[i];
+    if (inQuote) {
+      cur += c;
+      if (c === '\\' && i + 1 < tail.length) cur += tail[++i];
+      else if (c === '"') inQuote = false;
+    } else if (c === ';') {
+      if (cur.trim()) out.push(cur.trim());
+      cur = '';
+    } else {
+      if (c === '"') inQuote = true;
+      cur += c;
+    }
+  }
+  if (cur.trim()) out.push(cur.trim());
+  return out;
 }
