@@ -20,6 +20,11 @@ export interface RouterOptions {
   log: Logger;
   /** Value of the Server header. */
   server: string;
+  /**
+   * Called before a message is parsed; false drops it unread (banned or
+   * rate-limited sources cost almost nothing). Absent = admit everything.
+   */
+  admit?: (flow: Flow, size: number) => boolean;
   /** Called for every closed stream flow. */
   onFlowClosed?: (flow: Flow) => void;
   /** Metrics hook: one call per final response sent to a request. */
@@ -46,6 +51,7 @@ export class SipRouter implements MessageSink {
   }
 
   onMessage(data: Buffer, flow: Flow): void {
+    if (this.opts.admit && !this.opts.admit(flow, data.length)) return;
     const startedAt = process.hrtime.bigint();
     const parsed = parseMessage(data, this.opts.limits);
     if (!parsed.ok) {
@@ -93,7 +99,7 @@ export class SipRouter implements MessageSink {
     // Stream transports are reliable: Timer J is zero and clients do not retransmit (§17.2.2).
     let key: string | null = null;
     if (flow.connId === null) {
-      key = transactionKey(req.method, top.branch, `${top.host}:${top.port ?? ''}`, callId, cseq.seq, fromTag(req), vias[0]);
+      key = transactionKey(req.method, top.branch, `${top.host}:${top.port ?? ''}`, callId, cseq.seq, top.branch?.startsWith('z9hG4bK') ? null : fromTag(req), vias[0]);
       const tx = this.transactions.receive(key);
       if (tx.state === 'trying') return;
       if (tx.state === 'completed') {
@@ -200,9 +206,10 @@ function uriHost(address: string): string {
   return address.includes(':') ? `[${address}]` : address;
 }
 
+const FROM_TAG = /;\s*tag\s*=\s*([^;\s]+)/i;
+
 function fromTag(req: SipRequest): string | null {
-  const from = getHeader(req, 'from') ?? '';
-  const m = /;\s*tag\s*=\s*([^;\s]+)/i.exec(from);
+  const m = FROM_TAG.exec(getHeader(req, 'from') ?? '');
   return m ? m[1] : null;
 }
 
