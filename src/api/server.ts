@@ -127,7 +127,8 @@ function toApiError(err: unknown): ApiError {
  * close the stores: their owner (src/app.ts) does.
  */
 export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstance> {
-  const log = deps.logger.child({ component: 'api' });
+  // The composition root may already hand over an `api` child; bind the component once.
+  const log = deps.logger.bindings().component === undefined ? deps.logger.child({ component: 'api' }) : deps.logger;
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     genReqId: () => randomUUID(),
