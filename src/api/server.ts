@@ -125,6 +125,12 @@ function toApiError(err: unknown): ApiError {
 /**
  * Build the API server (not listening). Closing the returned instance does not
  * close the stores: their owner (src/app.ts) does.
+ *
+ * @remarks
+ * Routes added to the returned instance later go through the same hooks and are
+ * authenticated as customer routes unless their `config.access` says otherwise:
+ * set `{ access: 'probe', rateLimit: false }` for an operator route such as
+ * `/metrics`. `apiRoutes` lists every route registered.
  */
 export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstance> {
   // The composition root may already hand over an `api` child; bind the component once.
