@@ -1,0 +1,144 @@
+/**
+ * The edge as an operator meets it: the real server process (`node dist/main.js`,
+ * every port 0) with a configured partner, and a small client of its HTTP API that
+ * provisions partner → account → endpoint and reads endpoints back. The e2e suites
+ * never write to a store directly: what they assert is what an operator would see.
+ */
+import { readFileSync } from 'node:fs';
+import { startServer, type ServerProcess } from '../../helpers/server-process.js';
+
+/** The partner the e2e servers are configured with (PARTNER_AUTH_ID/PARTNER_AUTH_TOKEN). */
+export const E2E_PARTNER = Object.freeze({ id: 'E2EPARTNER', token: 'e2e-partner-token-0123456789abcdef' });
+
+export interface Account {
+  authId: string;
+  authToken: string;
+  /** `<auth_id lower-cased>.<SIP_DOMAIN>`: the SIP domain and digest realm. */
+  sipDomain: string;
+}
+
+export interface Endpoint {
+  account: Account;
+  endpointId: string;
+  username: string;
+  password: string;
+}
+
+/** A binding as GET …/Endpoint/<id>/ shows it (`sip_registration`, `sip_registrations[]`). */
+export interface RegistrationView {
+  contact: string;
+  expires: string;
+  user_agent: string;
+  received: string;
+  path: string | null;
+  sip_contact?: string;
+  transport?: string;
+}
+
+/** The fields of the Endpoint resource these suites read. */
+export interface EndpointView {
+  endpoint_id: string;
+  username: string;
+  sip_uri: string;
+  sip_registered: 'true' | 'false';
+  sip_contact: string | null;
+  sip_expires: string | null;
+  sip_user_agent: string | null;
+  sip_registration?: RegistrationView;
+  sip_registrations: RegistrationView[];
+}
+
+export interface Edge {
+  server: ServerProcess;
+  /** `http://127.0.0.1:<http port>` */
+  base: string;
+  /** A new customer account, created by the partner over the API. */
+  newAccount(): Promise<Account>;
+  /** A new endpoint of `account`, created with the account's own credentials over the API. */
+  newEndpoint(account: Account, username: string, password?: string): Promise<Endpoint>;
+  /** GET /api/v1/Account/<auth_id>/Endpoint/<endpoint_id>/ */
+  endpoint(e: Endpoint): Promise<EndpointView>;
+  /** Polls the endpoint until `until` holds (every 50 ms); throws with the last view after timeoutMs. */
+  waitForEndpoint(e: Endpoint, until: (v: EndpointView) => boolean, timeoutMs?: number): Promise<EndpointView>;
+  /** PEM of the server's self-signed development certificate (certificate only, no key). */
+  devCertificate(): string;
+  stop(): Promise<void>;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Starts the server with the e2e partner configured; `env` adds to or overrides the defaults. */
+export async function startEdge(env: Record<string, string> = {}): Promise<Edge> {
+  const server = await startServer({
+    PARTNER_AUTH_ID: E2E_PARTNER.id,
+    PARTNER_AUTH_TOKEN: E2E_PARTNER.token,
+    LOG_LEVEL: 'info',
+    ...env,
+  });
+  const base = `http://127.0.0.1:${server.ports.http}`;
+
+  const call = async (method: string, path: string, auth: { id: string; token: string }, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
+    const headers: Record<string, string> = { accept: 'application/json', 'x-auth-id': auth.id, 'x-auth-token': auth.token };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    let json: Record<string, unknown> = {};
+    if (text !== '') json = JSON.parse(text) as Record<string, unknown>;
+    return { status: res.status, json };
+  };
+
+  let accounts = 0;
+  const edge: Edge = {
+    server,
+    base,
+    async newAccount() {
+      accounts++;
+      const r = await call('POST', '/api/v1/partner/accounts', E2E_PARTNER, {
+        name: `E2E customer ${accounts}`,
+        email: `e2e${accounts}@example.test`,
+        password: 'a-long-console-password',
+        country: 'IN',
+      });
+      if (r.status !== 201) throw new Error(`POST /api/v1/partner/accounts: ${r.status} ${JSON.stringify(r.json)}`);
+      return { authId: String(r.json.auth_id), authToken: String(r.json.auth_token), sipDomain: String(r.json.sip_domain) };
+    },
+    async newEndpoint(account, username, password = `${username}-Secret-9`) {
+      const r = await call('POST', `/api/v1/Account/${account.authId}/Endpoint/`, { id: account.authId, token: account.authToken }, { username, password });
+      if (r.status !== 201) throw new Error(`POST Endpoint ${username}: ${r.status} ${JSON.stringify(r.json)}`);
+      return { account, endpointId: String(r.json.endpoint_id), username, password };
+    },
+    async endpoint(e) {
+      const r = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, { id: e.account.authId, token: e.account.authToken });
+      if (r.status !== 200) throw new Error(`GET Endpoint ${e.endpointId}: ${r.status} ${JSON.stringify(r.json)}`);
+      return r.json as unknown as EndpointView;
+    },
+    async waitForEndpoint(e, until, timeoutMs = 5000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const v = await edge.endpoint(e);
+        if (until(v)) return v;
+        if (Date.now() > deadline) throw new Error(`endpoint ${e.username} did not reach the expected state within ${timeoutMs} ms: ${JSON.stringify(v)}`);
+        await sleep(50);
+      }
+    },
+    devCertificate() {
+      // The server logs where its self-signed development certificate lives (key and certificate in one PEM).
+      const line = server.logs.find((l) => typeof l.file === 'string' && String(l.msg).includes('self-signed'));
+      if (!line) throw new Error('the server did not log a self-signed development certificate');
+      const pem = readFileSync(String(line.file), 'utf8');
+      const cert = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----\n?/.exec(pem);
+      if (!cert) throw new Error(`no certificate in ${String(line.file)}`);
+      return cert[0];
+    },
+    async stop() {
+      await server.stop();
+    },
+  };
+  return edge;
+}
+
+/** Seconds from now until an ISO time. */
+export function secondsUntil(iso: string | null | undefined): number {
+  if (!iso) return NaN;
+  return (Date.parse(iso) - Date.now()) / 1000;
+}
