@@ -6,7 +6,7 @@
  * nonce-count replay window (RFC 7616 §3.4 `nc`: "if the same nc value is seen
  * twice, then the request is a replay") needs memory, and that memory is bounded.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomFillSync, timingSafeEqual } from 'node:crypto';
 
 /** Bytes of the big-endian issue time (ms since the epoch). */
 const TIME_LEN = 8;
@@ -117,7 +117,7 @@ export class NonceManager {
   issue(realm: string): string {
     const raw = Buffer.allocUnsafe(RAW_LEN);
     raw.writeBigUInt64BE(BigInt(Math.max(0, Math.floor(this.#now()))), 0);
-    randomBytes(RANDOM_LEN).copy(raw, TIME_LEN);
+    takeRandom(raw, TIME_LEN);
     this.#mac(raw, realm).copy(raw, TIME_LEN + RANDOM_LEN, 0, MAC_LEN);
     return raw.toString('base64url');
   }
@@ -226,4 +226,19 @@ function decodeIssuedAt(nonce: string): number | null {
   const raw = Buffer.from(nonce, 'base64url');
   if (raw.length !== RAW_LEN) return null;
   return Number(raw.readBigUInt64BE(0));
+}
+
+/**
+ * Random bytes from a pool refilled 4 KiB at a time: one CSPRNG call per ~340
+ * nonces instead of one each (randomBytes per nonce showed at 2% of CPU under load).
+ */
+const pool = Buffer.alloc(4096);
+let poolPos = pool.length;
+function takeRandom(into: Buffer, offset: number): void {
+  if (poolPos + RANDOM_LEN > pool.length) {
+    randomFillSync(pool);
+    poolPos = 0;
+  }
+  pool.copy(into, offset, poolPos, poolPos + RANDOM_LEN);
+  poolPos += RANDOM_LEN;
 }
