@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine (as root), then the npm packages.
 # Debian packages only when missing: redis-server (real Redis for store tests), sip-tester (SIPp),
-# openssl (development certificate).
+# openssl (development certificate), chromium (headless browser of test/e2e/browser.test.ts),
+# baresip (the softphone of test/e2e/softphone.test.ts; without recommends: no GUI or video modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,8 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/baresip ] || need+=(baresip)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""
