@@ -149,7 +149,7 @@ describe('headless Chromium with SIP.js over WSS', () => {
     const gone = await edge.waitForEndpoint(e, (x) => x.sip_registered === 'false', 5000);
     expect(gone.sip_user_agent).toBeNull();
     expect(gone.sip_registrations).toEqual([]);
-  });
+  }, 60_000);
 
   it('shows a failed registration in the page when the password is wrong (401), and the endpoint stays unregistered', async () => {
     const e = await edge.newEndpoint(account, 'browser2');
@@ -159,5 +159,5 @@ describe('headless Chromium with SIP.js over WSS', () => {
     expect((await edge.endpoint(e)).sip_registered).toBe('false');
     expect(errors).toEqual([]);
     await page.close();
-  });
+  }, 60_000);
 });

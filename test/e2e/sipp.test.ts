@@ -5,9 +5,10 @@
  * and call counts, then reads the endpoint back through the API.
  *
  * Over TCP a binding lives as long as SIPp's connection (README, "Flows"): scenarios
- * that end in a live binding hold the call open (register.xml and register-multi.xml
- * with -d, the *-hold.xml ones for 1 s) so the binding is read while the flow lives, and
- * read again after SIPp has exited, when it must be gone. Over UDP it stays.
+ * that end in a live binding hold the call open for a moment (their final <pause/>, -d;
+ * 2 s in stale-nonce-hold.xml, whose -d is the wait for the nonce to expire), so the
+ * binding is read while the flow lives, and read again after SIPp has exited, when it
+ * must be gone. Over UDP it stays.
  *
  * SIPp speaks MD5 only and reads only the first challenge; the server gives User-Agents
  * containing "sipp" an MD5 challenge alone (DIGEST_MD5_ONLY_USER_AGENTS default). The
@@ -22,8 +23,22 @@ type Transport = 'udp' | 'tcp';
 
 /** Seconds a nonce is fresh on this server; the stale-nonce scenario waits longer. */
 const NONCE_TTL_S = 5;
-/** How long register.xml and register-multi.xml hold the call (and a TCP flow) after the 200 OK. */
-const HOLD_MS = 1000;
+/**
+ * How long a scenario's final plain <pause/> (-d) holds the call, and a TCP flow, after the last 200 OK:
+ * long enough to read the binding over the API on a loaded machine.
+ */
+const HOLD_MS = 2000;
+
+/**
+ * SIPp's error log, less its "minor watchdog" notes: those say only that SIPp itself was not scheduled
+ * for 500 ms (a busy machine), not that anything went wrong on the wire.
+ */
+function sippErrors(run: SippRun): string {
+  return run.errors
+    .replace(/\S+\t\S+\t\S+: Overload warning: the minor watchdog timer \d+ms has been tripped \(\d+\), \d+ trips remaining\.\n?/g, '')
+    .replace(/^The following events occurred:\n?/, '')
+    .trim();
+}
 
 describe('SIPp REGISTER cases against the server on its embedded store', () => {
   let edge: Edge;
@@ -42,7 +57,7 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
 
   /** SIPp ran its one call to the end: exit status 0, 1 successful call, no errors. */
   const succeeded = (run: SippRun): void => {
-    expect(run.errors, run.stdout + run.stderr).toBe('');
+    expect(sippErrors(run), run.stdout + run.stderr).toBe('');
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.successful).toBe(1);
     expect(run.failed).toBe(0);
@@ -73,7 +88,7 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
     succeeded(run);
     // A TCP binding goes when SIPp's connection closes; give the close a moment to arrive.
     const after =
-      t === 'tcp' ? await edge.waitForEndpoint(e, (v) => v.sip_registered === 'false', 3000) : await edge.endpoint(e);
+      t === 'tcp' ? await edge.waitForEndpoint(e, (v) => v.sip_registered === 'false', 5000) : await edge.endpoint(e);
     return { run, during, after };
   };
 
@@ -113,7 +128,7 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
       // The refresh comes ≥ 200 ms (the scenario's pause) after the first registration: wait for the
       // expiry it sets, which the first registration's cannot reach.
       const renewed = (v: EndpointView): boolean => registered(v) && Date.parse(v.sip_expires!) >= started + 3600_000 + 200;
-      const { during, after } = await drive(t, e, 'register-refresh-hold.xml', { live: renewed });
+      const { during, after } = await drive(t, e, 'register-refresh-hold.xml', { live: renewed, pauseMs: hold });
       expect(during!.sip_registrations).toHaveLength(1);
       expect(secondsUntil(during!.sip_expires)).toBeLessThanOrEqual(3600);
       afterwards(t, during, after);
@@ -127,10 +142,11 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
       });
       const bindings = [...during!.sip_registrations].sort((a, b) => Date.parse(a.expires) - Date.parse(b.expires));
       expect(bindings[0].contact).toMatch(new RegExp(`^sip:${e.username}-2@127\\.0\\.0\\.1:\\d+;transport=${t}$`, 'i'));
-      expect(secondsUntil(bindings[0].expires)).toBeGreaterThan(1790);
+      expect(secondsUntil(bindings[0].expires)).toBeGreaterThan(1700);
       expect(secondsUntil(bindings[0].expires)).toBeLessThanOrEqual(1800);
       expect(bindings[1].contact).toMatch(new RegExp(`^sip:${e.username}@127\\.0\\.0\\.1:\\d+;transport=${t}$`, 'i'));
-      expect(secondsUntil(bindings[1].expires)).toBeGreaterThan(3590);
+      expect(secondsUntil(bindings[1].expires)).toBeGreaterThan(3500);
+      expect(secondsUntil(bindings[1].expires)).toBeLessThanOrEqual(3600);
       afterwards(t, during, after);
     });
 
@@ -150,9 +166,9 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
 
     it('answers a too-brief Expires with 423 and Min-Expires; the retry registers for that minimum', async () => {
       const e = await newEndpoint(t);
-      const { during, after } = await drive(t, e, 'interval-too-brief-hold.xml', { live: registered });
+      const { during, after } = await drive(t, e, 'interval-too-brief-hold.xml', { live: registered, pauseMs: hold });
       expect(during!.sip_registrations).toHaveLength(1);
-      expect(secondsUntil(during!.sip_expires)).toBeGreaterThan(55);
+      expect(secondsUntil(during!.sip_expires)).toBeGreaterThan(30);
       expect(secondsUntil(during!.sip_expires)).toBeLessThanOrEqual(60);
       afterwards(t, during, after);
     });

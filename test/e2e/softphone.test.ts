@@ -10,7 +10,7 @@
  * of trying the next one, so it cannot answer the server's RFC 8760 pair of
  * challenges (SHA-256, then MD5). The server's remedy for such clients is
  * DIGEST_MD5_ONLY_USER_AGENTS, which the server below is configured with, as an
- * operator with baresip phones would. The last test shows the stock settings.
+ * operator with baresip phones would. The last test pins down the stock settings.
  *
  * TLS: the accounts file names the server's development certificate as
  * `sip_cafile`; note that baresip 1.0 does not verify SIP TLS server
@@ -82,7 +82,7 @@ function startBaresip(o: { endpoint: Endpoint; transport: Transport; serverPort:
   return {
     pid: child.pid as number,
     output: () => text,
-    waitFor(re, timeoutMs = 5000) {
+    waitFor(re, timeoutMs = 10_000) {
       return new Promise((resolve, reject) => {
         const check = (): void => {
           const m = re.exec(text);
@@ -167,13 +167,13 @@ describe('baresip (Debian) registers over UDP, TCP and TLS', () => {
         );
         expect(v.sip_registrations).toHaveLength(1);
         expect(v.sip_registrations[0].transport).toBe(t);
-        expect(secondsUntil(v.sip_expires)).toBeGreaterThan(590);
+        expect(secondsUntil(v.sip_expires)).toBeGreaterThan(500);
         expect(secondsUntil(v.sip_expires)).toBeLessThanOrEqual(600);
       } finally {
         // Quitting, baresip sends REGISTER with expires=0 (over UDP that is the only way the binding can go).
         expect(await phone.stop()).toBe(0);
       }
-      const gone = await edge.waitForEndpoint(e, (x) => x.sip_registered === 'false', 3000);
+      const gone = await edge.waitForEndpoint(e, (x) => x.sip_registered === 'false', 5000);
       expect(gone.sip_registrations).toEqual([]);
     },
   );
@@ -192,16 +192,19 @@ describe('baresip against the stock digest settings', () => {
     await edge?.stop();
   });
 
-  // Fails today: with DIGEST_MD5_ONLY_USER_AGENTS at its default ("sipp") baresip 1.0 gets the
-  // SHA-256 challenge first and gives up ("Register: Function not implemented"). When "baresip"
-  // joins the default list (src/config.ts DEFAULTS.digestMd5OnlyUserAgents), turn `it.fails` into `it`.
-  it.fails('registers over UDP without DIGEST_MD5_ONLY_USER_AGENTS configured', async () => {
+  // Today's interop gap, pinned down. With DIGEST_MD5_ONLY_USER_AGENTS at its default ("sipp"),
+  // baresip 1.0 gets the RFC 8760 SHA-256 challenge first and gives up instead of answering the
+  // MD5 one. If "baresip" joins the default list (src/config.ts DEFAULTS.digestMd5OnlyUserAgents),
+  // this test fails: then expect "{0/UDP/v4} 200 OK" and sip_registered "true" here instead.
+  it('with the stock digest settings, baresip 1.0 gives up on the SHA-256 challenge ("Function not implemented") and stays unregistered', async () => {
     const e = await edge.newEndpoint(account, 'baresipstock');
     const phone = startBaresip({ endpoint: e, transport: 'udp', serverPort: edge.server.ports.udp! });
     try {
-      const [outcome] = await phone.waitFor(/\{0\/UDP\/v4\} 200 OK|Register: .+/);
-      expect(outcome).toMatch(/200 OK/);
-      expect((await edge.endpoint(e)).sip_registered).toBe('true');
+      const [outcome] = await phone.waitFor(/\{0\/UDP\/v4\} 200 OK|Register: [^\r\n\x1b]+/);
+      expect(outcome).toBe('Register: Function not implemented');
+      const v = await edge.endpoint(e);
+      expect(v.sip_registered).toBe('false');
+      expect(v.sip_registrations).toEqual([]);
     } finally {
       await phone.stop();
     }
