@@ -6,6 +6,11 @@ import { NonceManager } from './auth/nonce.js';
 import { DigestAuthenticator } from './auth/authenticator.js';
 import { Registrar } from './registrar/registrar.js';
 import { SipRouter, type RequestHandler } from './core/router.js';
+import { TransactionLayer } from './core/transaction-layer.js';
+import { SipProxy } from './proxy/proxy.js';
+import { FlowTokens } from './proxy/flow-token.js';
+import { MemoryCallLimiter, type CallLimiter } from './proxy/call-limiter.js';
+import { RedisCallLimiter } from './proxy/redis-call-limiter.js';
 import type { LocationStore } from './store/location-store.js';
 import type { CredentialStore } from './store/credentials.js';
 import { MemoryCredentialStore, MemoryLocationStore } from './store/memory-store.js';
@@ -97,7 +102,29 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   ]);
   const transports = new Map<SipTransportName, Transport>();
   const sipLog = log.child({ component: 'sip' });
+  // The stateful proxy (RFC 3261 §16) for everything but REGISTER and OPTIONS to the server.
+  const layer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost });
+  const limiterOptions = { maxCallDurationMs: config.maxCallDuration * 1000 };
+  const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
+  const proxy = new SipProxy({
+    layer,
+    auth,
+    credentials,
+    location,
+    directory,
+    limiter,
+    // Flow tokens must verify on every node that may receive the in-dialog request: keyed like nonces.
+    tokens: new FlowTokens(config.nonceSecret ? Buffer.from(`flow-token:${config.nonceSecret}`) : randomBytes(32)),
+    sipDomain: config.sipDomain,
+    nodeId: config.nodeId,
+    outboundGatewayUri: config.outboundGatewayUri,
+    appServerUri: config.appServerUri,
+    noAnswerTimeoutMs: config.noAnswerTimeout * 1000,
+    log: log.child({ component: 'proxy' }),
+  });
   const router = new SipRouter({
+    layer,
+    processor: proxy,
     transports,
     handlers,
     limits: { maxMessageSize: config.maxMessageSize, maxHeaders: config.maxHeaders, maxLineLength: config.maxLineLength },
@@ -167,6 +194,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       const listening: Listening = { udp: null, tcp: null, tls: null, ws: null, wss: null, http: null };
       for (const [name, t] of transports) {
         listening[name] = await t.start();
+        layer.setListening(name, listening[name] as BoundAddress);
         started.push(t);
       }
       if (config.httpPort !== null) {

@@ -77,6 +77,21 @@ export interface Config {
   nodeId: string;
   /** HTTP API requests per minute per Auth ID. @default 1000 */
   apiRateLimit: number;
+  /**
+   * Where calls and messages to telephone numbers go: a `sip:` URI reached over
+   * UDP (`sip:gw.example.net:5060`); the number becomes its user part. Unset →
+   * such requests get 503. @default null
+   */
+  outboundGatewayUri: string | null;
+  /**
+   * Where calls and messages to an account's applications go: a `sip:` URI
+   * reached over UDP; the app_id becomes its user part. Unset → 503. @default null
+   */
+  appServerUri: string | null;
+  /** Seconds an out-of-dialog INVITE may ring unanswered before the caller gets 408 and the callees CANCEL. @default 120 */
+  noAnswerTimeout: number;
+  /** Seconds after which a call whose end was never seen stops counting against concurrent_calls_limit. @default 14400 */
+  maxCallDuration: number;
   partners: PartnerConfig[];
   /** 'production' refuses built-in development credentials. */
   production: boolean;
@@ -114,6 +129,10 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   idleTimeout: 300,
   maxConnections: 50000,
   apiRateLimit: 1000,
+  outboundGatewayUri: null,
+  appServerUri: null,
+  noAnswerTimeout: 120,
+  maxCallDuration: 14400,
 });
 
 type Env = Record<string, string | undefined>;
@@ -150,6 +169,10 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_MAX_CONNECTIONS', 'maxConnections', int(1, 1_000_000)],
   ['NODE_ID', 'nodeId', str],
   ['API_RATE_LIMIT', 'apiRateLimit', int(1, 10_000_000)],
+  ['OUTBOUND_GATEWAY_URI', 'outboundGatewayUri', udpSipUri],
+  ['APP_SERVER_URI', 'appServerUri', udpSipUri],
+  ['SIP_NO_ANSWER_TIMEOUT', 'noAnswerTimeout', int(1, 3600)],
+  ['SIP_MAX_CALL_DURATION', 'maxCallDuration', int(60, 86400 * 7)],
 ];
 
 function str(v: string): string {
@@ -214,6 +237,16 @@ function level(v: string, name: string): string {
 }
 function lowerList(v: string): string[] {
   return v.trim().toLowerCase() === 'none' ? [] : list(v.toLowerCase());
+}
+/** A `sip:host[:port]` URI the edge can reach itself (UDP: the edge opens no outbound connections). */
+function udpSipUri(v: string, name: string): string | null {
+  const t = v.trim();
+  if (t === '') return null;
+  const m = /^sip:(?:[^@;?]+@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?((?:;[^;?=]+(?:=[^;?]*)?)*)$/.exec(t);
+  if (!m || (m[2] !== undefined && Number(m[2]) > 65535)) throw new ConfigError(`${name} must be a sip: URI such as sip:gw.example.net:5060, got "${v}"`);
+  const transport = /;transport=([^;]*)/i.exec(m[3])?.[1]?.toLowerCase();
+  if (transport !== undefined && transport !== 'udp') throw new ConfigError(`${name}: only UDP is supported (the edge opens no outbound connections), got transport=${transport}`);
+  return t;
 }
 function list(v: string): string[] {
   return v.split(',').map((s) => s.trim()).filter(Boolean);

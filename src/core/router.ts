@@ -3,10 +3,14 @@ import { SipError, StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { parseMessage, type ParseLimits } from '../sip/parser.js';
 import { formatVia, getHeader, getListValues, parseCSeq, parseVia } from '../sip/headers.js';
+import { replaceFirstListValue } from '../sip/message-edit.js';
 import { buildResponse } from '../sip/response.js';
 import type { SipRequest, Via } from '../sip/message.js';
 import type { Flow, MessageSink, SipTransportName, Transport } from '../transport/types.js';
 import type { IncomingRequest } from './incoming.js';
+import type { RequestProcessor } from './request-processor.js';
+import type { ServerTransaction } from './server-transaction.js';
+import { TransactionLayer } from './transaction-layer.js';
 import { ServerTransactionTable, transactionKey } from './transactions.js';
 import type { Reply } from '../registrar/registrar.js';
 
@@ -29,6 +33,16 @@ export interface RouterOptions {
   onFlowClosed?: (flow: Flow) => void;
   /** Metrics hook: one call per final response sent to a request. */
   onResponse?: (method: string, status: number, transport: SipTransportName, startedAt: bigint) => void;
+  /**
+   * The stateful transaction layer (RFC 3261 §17) shared with the processor;
+   * absent = one of its own.
+   */
+  layer?: TransactionLayer;
+  /**
+   * Processes every request no local handler takes (the proxy): INVITE, ACK,
+   * CANCEL, BYE, MESSAGE, OPTIONS to a user… Absent = those get 405 (CANCEL 481).
+   */
+  processor?: RequestProcessor;
 }
 
 const ALLOW = 'REGISTER, OPTIONS';
@@ -36,18 +50,25 @@ const RETRY_AFTER_STORE = '5';
 
 /**
  * Receives every framed message, applies RFC 3261 §18.2.1 Via handling and
- * server-transaction matching, dispatches requests by method, and sends the one
- * response back over the flow the request came on. The only place that turns
- * errors into responses.
+ * transaction matching, and dispatches: responses to client transactions
+ * (§17.1.3); REGISTER and OPTIONS to the server to local handlers, answered
+ * over the flow the request came on; everything else — with its server
+ * transaction — to the request processor (the proxy). The only place that
+ * turns handler errors into responses.
  */
 export class SipRouter implements MessageSink {
   private readonly transactions = new ServerTransactionTable();
   private readonly tagPrefix = randomBytes(4).toString('hex');
   private tagCounter = 0;
   private readonly allow: string;
+  /** The stateful transaction layer (client and server transactions of proxied requests). */
+  readonly layer: TransactionLayer;
 
   constructor(private readonly opts: RouterOptions) {
-    this.allow = [...opts.handlers.keys(), 'ACK'].join(', ') || ALLOW;
+    const methods = new Set([...opts.handlers.keys(), ...(opts.processor?.methods ?? []), 'ACK']);
+    this.allow = [...methods].join(', ') || ALLOW;
+    this.layer = opts.layer ?? new TransactionLayer({ transports: opts.transports, log: opts.log, server: opts.server });
+    this.layer.onFinal = (tx, status) => this.opts.onResponse?.(tx.method, status, tx.flow.transport, tx.startedAt);
   }
 
   onMessage(data: Buffer, flow: Flow): void {
@@ -65,7 +86,14 @@ export class SipRouter implements MessageSink {
       return;
     }
     const msg = parsed.msg;
-    if (msg.kind === 'response') return; // no client transactions: stray responses are dropped (§18.1.2)
+    if (msg.kind === 'response') {
+      // §18.1.2 → §17.1.3; a response matching no client transaction is stray and dropped
+      // (RFC 6026: 2xx retransmissions still match the Accepted INVITE client transaction).
+      if (!this.layer.receiveResponse(msg)) {
+        this.opts.log.debug({ status: msg.status, src: `${flow.remoteAddress}:${flow.remotePort}` }, 'stray response dropped');
+      }
+      return;
+    }
     this.onRequest(msg, flow, startedAt);
   }
 
@@ -85,8 +113,9 @@ export class SipRouter implements MessageSink {
     // RFC 3261 §18.2.1 received; RFC 3581 §4 rport. Responses go back to the source (symmetric).
     stampVia(top, flow);
     vias[0] = formatVia(top);
+    // The request carries the stamped Via from here on: a proxied request is forwarded with it (§16.6).
+    replaceFirstListValue(req, 'via', vias[0]);
 
-    if (req.method === 'ACK') return; // ACKs to our non-2xx finals end nothing we keep
     const ctx: IncomingRequest = {
       req,
       flow,
@@ -95,6 +124,33 @@ export class SipRouter implements MessageSink {
       via: top,
       received: `sip:${uriHost(flow.remoteAddress)}:${flow.remotePort};transport=${flow.transport}`,
     };
+    const processor = this.opts.processor;
+
+    if (req.method === 'ACK') {
+      if (!processor) return; // ACKs to our non-2xx finals end nothing we keep
+      // §17.2.1: the ACK of a non-2xx final matches the INVITE server transaction; any other
+      // ACK (of a 2xx) is end to end and the proxy forwards it (§16.11 / RFC 6026).
+      const tx = this.layer.inviteTransaction(ctx);
+      if (tx && (tx.state === 'completed' || tx.state === 'confirmed')) tx.ack();
+      else processor.onAck(ctx);
+      return;
+    }
+    if (req.method === 'CANCEL' && processor) {
+      this.onCancel(ctx, processor, startedAt);
+      return;
+    }
+    const localHandler = this.opts.handlers.get(req.method);
+    if (processor && (!localHandler || processor.accepts(ctx))) {
+      const { tx, retransmission } = this.layer.serverTransaction(ctx, startedAt);
+      if (retransmission) {
+        tx.retransmission();
+        return;
+      }
+      Promise.resolve()
+        .then(() => processor.onRequest(ctx, tx))
+        .catch((err: unknown) => this.fail(tx, err));
+      return;
+    }
 
     // Stream transports are reliable: Timer J is zero and clients do not retransmit (§17.2.2).
     let key: string | null = null;
@@ -129,6 +185,43 @@ export class SipRouter implements MessageSink {
         }
       },
     );
+  }
+
+  /**
+   * RFC 3261 §9.2 / §16.10: a CANCEL matching an INVITE server transaction is
+   * answered 200 at once (with the To tag of our responses to the INVITE), and
+   * the processor cancels the pending branches; no match → 481.
+   */
+  private onCancel(ctx: IncomingRequest, processor: RequestProcessor, startedAt: bigint): void {
+    const tx = this.layer.inviteTransaction(ctx);
+    const vias = getListValues(ctx.req, 'via');
+    if (!tx) {
+      this.finish(ctx.req, ctx.flow, vias, null, 481, 'Call/Transaction Does Not Exist', [], startedAt);
+      return;
+    }
+    const response = buildResponse(ctx.req, 200, 'OK', { toTag: tx.toTag, headers: [['Server', this.opts.server]] });
+    this.send(ctx.flow, response);
+    this.opts.onResponse?.('CANCEL', 200, ctx.flow.transport, startedAt);
+    if (tx.finalSent || tx.cancelled) return;
+    tx.cancelled = true;
+    processor.onCancel(ctx, tx);
+  }
+
+  /** A processor's refusal or fault, answered on its server transaction (same mapping as for handlers). */
+  private fail(tx: ServerTransaction, err: unknown): void {
+    if (tx.finalSent) {
+      this.opts.log.error({ err, method: tx.method }, 'request processor failed after the final response');
+      return;
+    }
+    if (err instanceof SipError) {
+      tx.respond(err.status, err.reason, err.headers);
+    } else if (err instanceof StoreUnavailableError) {
+      this.opts.log.warn({ err: errMessage(err), method: tx.method }, 'store unavailable');
+      tx.respond(503, 'Service Unavailable', [['Retry-After', RETRY_AFTER_STORE]]);
+    } else {
+      this.opts.log.error({ err, method: tx.method }, 'request processor failed');
+      tx.respond(500, 'Server Internal Error');
+    }
   }
 
   private finish(
@@ -178,13 +271,15 @@ export class SipRouter implements MessageSink {
     }
   }
 
-  /** Open server transactions (metrics). */
+  /** Open transactions: server transactions of local handlers, plus the proxy's server and client transactions (metrics, admission). */
   get pendingTransactions(): number {
-    return this.transactions.size;
+    const proxied = this.layer.size;
+    return this.transactions.size + proxied.server + proxied.client;
   }
 
   stop(): void {
     this.transactions.stop();
+    this.layer.stop();
   }
 }
 

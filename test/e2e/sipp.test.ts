@@ -18,6 +18,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runSipp, type SippRun } from '../helpers/sipp.js';
 import { secondsUntil, startEdge, type Account, type Edge, type Endpoint, type EndpointView } from './support/edge.js';
+import { freeUdpTcpPort } from './support/free-port.js';
 
 type Transport = 'udp' | 'tcp';
 
@@ -81,6 +82,8 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
       users: [{ user: e.username, domain: e.account.sipDomain, password: o.password ?? e.password }],
       pauseMs: o.pauseMs ?? 0,
       timeoutMs: 30_000,
+      // SIPp would take 5060 when free, where another suite's stale binding may still send requests.
+      localPort: await freeUdpTcpPort(),
     });
     let during: EndpointView | null = null;
     if (o.live) during = await edge.waitForEndpoint(e, o.live, 15_000);

@@ -1,0 +1,38 @@
+import type { Flow, SipTransportName, Transport } from '../transport/types.js';
+
+/**
+ * Where a message goes (RFC 3261 §18.1.1 / §18.2.2): a transport and, for
+ * stream transports, the connection (flow) to write to — a flow that a client
+ * opened towards us is the only way back to it (RFC 5626 §5.3). UDP messages go
+ * to address:port from our listening socket.
+ */
+export interface Destination {
+  transport: SipTransportName;
+  address: string;
+  port: number;
+  /** The connection of a TCP/TLS/WS/WSS flow; null for UDP. */
+  connId: string | null;
+}
+
+/** The way back to whoever sent a message over `flow`. */
+export function destinationOf(flow: Flow): Destination {
+  return { transport: flow.transport, address: flow.remoteAddress, port: flow.remotePort, connId: flow.connId };
+}
+
+/** Reliable transports need no retransmissions (RFC 3261 §17.1.1.2: Timer A/E only for unreliable ones). */
+export function isReliable(t: SipTransportName): boolean {
+  return t !== 'udp';
+}
+
+/** Writes bytes to a destination; false when its transport is off or its connection is gone. */
+export function sendTo(transports: ReadonlyMap<SipTransportName, Transport>, d: Destination, data: Buffer): boolean {
+  const t = transports.get(d.transport);
+  if (!t) return false;
+  const flow: Flow = { transport: d.transport, remoteAddress: d.address, remotePort: d.port, localAddress: '', localPort: 0, connId: d.connId };
+  return t.send(flow, data);
+}
+
+/** `host` as it appears in a URI or Via: IPv6 in brackets. */
+export function uriHost(address: string): string {
+  return address.includes(':') && !address.startsWith('[') ? `[${address}]` : address;
+}

@@ -1,0 +1,46 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { Destination } from '../core/destination.js';
+import type { SipTransportName } from '../transport/types.js';
+
+const TRANSPORTS: ReadonlySet<string> = new Set(['udp', 'tcp', 'tls', 'ws', 'wss']);
+const MAC_BYTES = 9;
+
+/**
+ * Flow tokens (RFC 5626 §5.2): the user part of our Record-Route URIs names the
+ * flow a dialog's party is reached over — a TCP/TLS/WS/WSS connection, or the
+ * address a UDP peer behind NAT really sends from — so that in-dialog requests
+ * coming back through the edge go out over that flow, whatever the remote
+ * target's host says (`.invalid` for WebSocket clients, RFC 7118 §5).
+ *
+ * @remarks
+ * A token is `base64url(transport|connId|address|port).base64url(mac)`, the MAC
+ * an HMAC-SHA-256 over the flow and the dialog's Call-ID: it cannot be forged,
+ * nor lifted from one dialog into another to reach someone's flow. It needs no
+ * state, so it survives restarts as long as the secret does (a connection id
+ * does not, and then the request gets 430 Flow Failed, RFC 5626 §5.3).
+ */
+export class FlowTokens {
+  constructor(private readonly secret: Buffer) {}
+
+  encode(d: Destination, callId: string): string {
+    const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}`;
+    return `${Buffer.from(flow).toString('base64url')}.${this.mac(flow, callId).toString('base64url')}`;
+  }
+
+  /** The flow a token names, or null when it is not a token of ours for this Call-ID. */
+  decode(token: string, callId: string): Destination | null {
+    const dot = token.indexOf('.');
+    if (dot <= 0) return null;
+    const flow = Buffer.from(token.slice(0, dot), 'base64url').toString();
+    const given = Buffer.from(token.slice(dot + 1), 'base64url');
+    const want = this.mac(flow, callId);
+    if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
+    const [transport, connId, address, port] = flow.split('|');
+    if (!TRANSPORTS.has(transport) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
+    return { transport: transport as SipTransportName, connId: connId === '' ? null : connId, address, port: Number(port) };
+  }
+
+  private mac(flow: string, callId: string): Buffer {
+    return createHmac('sha256', this.secret).update(flow).update('\u0000').update(callId).digest().subarray(0, MAC_BYTES);
+  }
+}

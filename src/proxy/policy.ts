@@ -1,0 +1,89 @@
+import type { EndpointRecord, SubAccountRecord } from '../store/directory.js';
+
+/** The Endpoint flags of interface-spec.md "Endpoint" the edge enforces, plus the sub-account KYC block. */
+export type PolicyFlag =
+  | 'allow_voice'
+  | 'allow_video'
+  | 'allow_message'
+  | 'allow_same_domain'
+  | 'allow_other_domains'
+  | 'allow_phones'
+  | 'allow_apps'
+  | 'kyc_calls_blocked';
+
+/** Why a request is refused: the flag and whose it is. */
+export interface Refusal {
+  flag: PolicyFlag;
+  party: 'caller' | 'callee';
+}
+
+/** What kind of target a request has, as far as policy cares. */
+export type TargetKind = 'same_domain' | 'other_domain' | 'phone' | 'app';
+
+/** What the request is about (RFC 3261 method; video from the SDP offer). */
+export interface RequestTraits {
+  method: string;
+  /** The INVITE's offer has an active m=video line. */
+  video: boolean;
+}
+
+/**
+ * The caller's side of the policy (pure): what it may place. Order: the kind
+ * of session (voice, video, message), then the kind of target, then the KYC
+ * block of customer_use sub-accounts for calls to phones.
+ */
+export function callerRefusal(
+  caller: EndpointRecord,
+  sub: SubAccountRecord | null,
+  req: RequestTraits,
+  target: TargetKind,
+): Refusal | null {
+  const r = sessionRefusal(caller, req) ?? targetRefusal(caller, target);
+  if (r) return { flag: r, party: 'caller' };
+  // interface-spec "SubAccount": customer_use sub-accounts must complete their own KYC before placing calls.
+  if (req.method === 'INVITE' && target === 'phone' && sub && sub.kycMode === 'customer_use' && sub.kycCallsBlocked) {
+    return { flag: 'kyc_calls_blocked', party: 'caller' };
+  }
+  return null;
+}
+
+/** The callee's side (pure): what it may receive, from whom. */
+export function calleeRefusal(callee: EndpointRecord, req: RequestTraits, target: 'same_domain' | 'other_domain'): Refusal | null {
+  const r = sessionRefusal(callee, req) ?? targetRefusal(callee, target);
+  return r ? { flag: r, party: 'callee' } : null;
+}
+
+function sessionRefusal(e: EndpointRecord, req: RequestTraits): PolicyFlag | null {
+  if (req.method === 'INVITE') {
+    if (!e.allowVoice) return 'allow_voice';
+    if (req.video && !e.allowVideo) return 'allow_video';
+  } else if (req.method === 'MESSAGE' && !e.allowMessage) {
+    return 'allow_message';
+  }
+  return null;
+}
+
+function targetRefusal(e: EndpointRecord, target: TargetKind): PolicyFlag | null {
+  switch (target) {
+    case 'same_domain':
+      return e.allowSameDomain ? null : 'allow_same_domain';
+    case 'other_domain':
+      return e.allowOtherDomains ? null : 'allow_other_domains';
+    case 'phone':
+      return e.allowPhones ? null : 'allow_phones';
+    case 'app':
+      return e.allowApps ? null : 'allow_apps';
+  }
+}
+
+/** The 403's Warning (RFC 3261 §20.43, code 399: miscellaneous) and Reason (RFC 3326) naming the flag. */
+export function refusalHeaders(r: Refusal, host: string): Array<[string, string]> {
+  const text =
+    r.flag === 'kyc_calls_blocked'
+      ? 'kyc_calls_blocked: the caller\'s sub-account must complete KYC before calling phones'
+      : `${r.flag} is false for the ${r.party}`;
+  return [
+    ['Warning', `399 ${host} "${text}"`],
+    ['Reason', `SIP;cause=403;text="${r.flag}"`],
+  ];
+}

@@ -1,0 +1,448 @@
+import { createHash } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import type { DigestAuthenticator } from '../auth/authenticator.js';
+import { destinationOf, type Destination } from '../core/destination.js';
+import type { IncomingRequest } from '../core/incoming.js';
+import type { InviteServerTransaction } from '../core/invite-server-transaction.js';
+import type { RequestProcessor } from '../core/request-processor.js';
+import type { ServerTransaction } from '../core/server-transaction.js';
+import type { TransactionLayer } from '../core/transaction-layer.js';
+import { SipError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { getHeader, getHeaders, getListValues, parseDigestCredentials, parseNameAddr } from '../sip/headers.js';
+import type { SipRequest, SipUri } from '../sip/message.js';
+import { cloneRequest, prependHeaders, removeHeaders, removeHeadersWhere, setHeader, shiftListValue } from '../sip/message-edit.js';
+import { formatUri, parseUri } from '../sip/uri.js';
+import type { CredentialStore } from '../store/credentials.js';
+import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory.js';
+import type { Binding, LocationStore } from '../store/location-store.js';
+import type { SipTransportName } from '../transport/types.js';
+import type { CallLimiter } from './call-limiter.js';
+import type { FlowTokens } from './flow-token.js';
+import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
+import { ResponseContext } from './response-context.js';
+import { offersVideo } from './sdp.js';
+import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
+
+export interface ProxyOptions {
+  layer: TransactionLayer;
+  auth: DigestAuthenticator;
+  credentials: CredentialStore;
+  location: LocationStore;
+  directory: Directory;
+  limiter: CallLimiter;
+  tokens: FlowTokens;
+  /** Parent of every account SIP domain (Config.sipDomain). */
+  sipDomain: string;
+  /** This process (bindings of stream flows are reachable only from the node that holds the connection). */
+  nodeId: string;
+  /** Where calls to telephone numbers go (Config.outboundGatewayUri); null → 503. */
+  outboundGatewayUri: string | null;
+  /** Where calls to applications go (Config.appServerUri); null → 503. */
+  appServerUri: string | null;
+  /** Ring timeout of out-of-dialog INVITEs, ms. */
+  noAnswerTimeoutMs: number;
+  log: Logger;
+}
+
+/** Methods accepted out of dialog from endpoints (issue: INVITE, MESSAGE, OPTIONS to a user). */
+const OUT_OF_DIALOG = new Set(['INVITE', 'MESSAGE', 'OPTIONS']);
+/** Methods that exist only inside a dialog: out of one they name nothing (481). */
+const DIALOG_ONLY = new Set(['BYE', 'UPDATE', 'PRACK', 'INFO']);
+const METHODS = ['INVITE', 'ACK', 'CANCEL', 'BYE', 'OPTIONS', 'MESSAGE', 'UPDATE', 'PRACK', 'INFO', 'REFER', 'NOTIFY'];
+/** RFC 3261 §16.6 step 3: Max-Forwards when the request has none. */
+const DEFAULT_MAX_FORWARDS = 70;
+/** Timer C (RFC 3261 §16.6 step 11) for in-dialog INVITEs: more than 3 minutes. */
+const TIMER_C_MS = 181_000;
+/** Headers a client must not assert itself; the edge sets them on legs to gateways and app servers. */
+const ASSERTED = ['p-asserted-identity', 'x-account-id', 'x-application-id'];
+const WARN_AGENT = 'sip-edge';
+
+/** A routable target after lookups. */
+type Target =
+  | { kind: 'endpoint'; domain: string; user: string; authId: string; endpoint: EndpointRecord; same: boolean }
+  | { kind: 'phone'; number: string }
+  | { kind: 'app'; authId: string; appId: string };
+
+/** Who placed an out-of-dialog request (after digest authentication). */
+interface Caller {
+  domain: string;
+  user: string;
+  endpoint: EndpointRecord;
+  account: AccountRecord;
+  sub: SubAccountRecord | null;
+}
+
+/**
+ * The transaction-stateful proxy of the edge (RFC 3261 §16): authenticates
+ * out-of-dialog requests of endpoints with Proxy-Authorization (§22.3), applies
+ * the Endpoint policy flags and the account call limits, forks to every live
+ * binding over the flow it registered on, Record-Routes twice with flow tokens
+ * (RFC 5626 §5) so in-dialog requests come back through the edge and go out over
+ * the right flow, and routes in-dialog requests by those Route values without
+ * authentication. SDP passes through untouched.
+ */
+export class SipProxy implements RequestProcessor {
+  readonly methods = METHODS;
+  private readonly log: Logger;
+  /** Call-ID → account, for calls counted against account limits (released on final non-2xx or BYE). */
+  private readonly counted = new Map<string, string>();
+  private readonly gateway: SipUri | null;
+  private readonly appServer: SipUri | null;
+
+  constructor(private readonly opts: ProxyOptions) {
+    this.log = opts.log;
+    this.gateway = opts.outboundGatewayUri ? parseUri(opts.outboundGatewayUri) : null;
+    this.appServer = opts.appServerUri ? parseUri(opts.appServerUri) : null;
+  }
+
+  accepts(ctx: IncomingRequest): boolean {
+    const { req } = ctx;
+    if (req.method === 'REGISTER') return false;
+    if (req.method !== 'OPTIONS') return true;
+    // An OPTIONS to the server itself (no user part, out of dialog) is the keep-alive/capability probe answered locally.
+    if (toTag(req) !== null) return true;
+    const u = parseUri(req.uri);
+    return u !== null && (u.scheme === 'tel' || u.user !== null);
+  }
+
+  async onRequest(ctx: IncomingRequest, tx: ServerTransaction): Promise<void> {
+    const req = ctx.req;
+    this.checkRequest(req);
+    const loop = loopHash(req, ctx.callId);
+    // §16.3 step 4: a Via of ours with the same loop hash means the request came back unchanged.
+    for (const v of getListValues(req, 'via').slice(1)) {
+      const own = this.opts.layer.ownBranch(/;\s*branch=([^;\s,]+)/i.exec(v)?.[1] ?? null);
+      if (own && own.loop === loop) throw new SipError(482, 'Loop Detected', 'PROXY_LOOP');
+    }
+    const token = this.preprocessRoutes(req, ctx.callId);
+    if (toTag(req) !== null) return this.inDialog(ctx, tx, token);
+    if (!OUT_OF_DIALOG.has(req.method)) {
+      if (DIALOG_ONLY.has(req.method)) throw new SipError(481, 'Call/Transaction Does Not Exist', 'PROXY_NO_DIALOG');
+      throw new SipError(405, 'Method Not Allowed', 'PROXY_METHOD', [['Allow', 'REGISTER, INVITE, ACK, CANCEL, BYE, MESSAGE, OPTIONS, UPDATE, PRACK, INFO']]);
+    }
+    return this.outOfDialog(ctx, tx, loop);
+  }
+
+  /** RFC 3261 §16.3 steps 3 and 5: Max-Forwards and Proxy-Require. */
+  private checkRequest(req: SipRequest): void {
+    const mf = getHeader(req, 'max-forwards');
+    if (mf !== undefined) {
+      if (!/^\s*\d{1,3}\s*$/.test(mf)) throw new SipError(400, 'Bad Max-Forwards', 'PROXY_BAD_MAX_FORWARDS');
+      if (Number(mf) === 0) throw new SipError(483, 'Too Many Hops', 'PROXY_TOO_MANY_HOPS');
+    }
+    const required = getListValues(req, 'proxy-require');
+    if (required.length > 0) throw new SipError(420, 'Bad Extension', 'PROXY_BAD_EXTENSION', [['Unsupported', required.join(', ')]]);
+  }
+
+  /**
+   * RFC 3261 §16.4: a Request-URI of ours (a strict router before us) is
+   * replaced by the last Route; Route values of ours at the top are removed.
+   * Returns the flow named by the last of our Route values that carried a flow
+   * token, i.e. where the request goes.
+   */
+  private preprocessRoutes(req: SipRequest, callId: string): Destination | null {
+    let dest: Destination | null = null;
+    const ruri = parseUri(req.uri);
+    if (ruri && this.isOurs(ruri, callId)) {
+      dest = this.tokenOf(ruri, callId) ?? dest;
+      const routes = getListValues(req, 'route');
+      const last = routes.length > 0 ? parseNameAddr(routes[routes.length - 1]) : null;
+      if (last) {
+        removeHeaders(req, 'route');
+        prependHeaders(req, 'route', routes.slice(0, -1));
+        req.uri = last.uri.raw;
+      }
+    }
+    for (;;) {
+      const top = getListValues(req, 'route')[0];
+      if (top === undefined) break;
+      const na = parseNameAddr(top);
+      if (!na || !this.isOurs(na.uri, callId)) break;
+      shiftListValue(req, 'route');
+      dest = this.tokenOf(na.uri, callId) ?? dest;
+    }
+    return dest;
+  }
+
+  private isOurs(u: SipUri, callId: string): boolean {
+    return this.opts.layer.isOwnUri(u) || this.tokenOf(u, callId) !== null;
+  }
+
+  private tokenOf(u: SipUri, callId: string): Destination | null {
+    return u.user ? this.opts.tokens.decode(u.user, callId) : null;
+  }
+
+  // --- in dialog -------------------------------------------------------------------
+
+  /**
+   * A request inside a dialog the edge Record-Routed: no authentication, routed
+   * to the flow its Route names (§16.12 loose routing). Without one of our flow
+   * tokens it is not ours to relay.
+   */
+  private async inDialog(ctx: IncomingRequest, tx: ServerTransaction, dest: Destination | null): Promise<void> {
+    const req = ctx.req;
+    if (!dest) throw new SipError(404, 'Not Found', 'PROXY_NO_ROUTE', [['Warning', `399 ${WARN_AGENT} "in-dialog request without a Route of this edge"`]]);
+    if (req.method === 'BYE') this.release(ctx.callId);
+    const fwd = cloneRequest(req);
+    decrementMaxForwards(fwd);
+    const context = new ResponseContext({
+      layer: this.opts.layer,
+      log: this.log,
+      server: tx,
+      noAnswerMs: req.method === 'INVITE' ? TIMER_C_MS : undefined,
+    });
+    tx.onCancel = () => context.cancelByCaller();
+    context.fork(fwd, dest, loopHash(req, ctx.callId));
+  }
+
+  onAck(ctx: IncomingRequest): void {
+    const req = ctx.req;
+    if (toTag(req) === null) return; // an ACK of a transaction we no longer hold
+    const dest = this.preprocessRoutes(req, ctx.callId);
+    if (!dest) {
+      this.log.debug({ callId: ctx.callId }, 'ACK without a Route of this edge dropped');
+      return;
+    }
+    const fwd = cloneRequest(req);
+    decrementMaxForwards(fwd);
+    // §16.11: a stateless forward computes its branch from the request, so a retransmitted ACK gets the same one.
+    const branch = 'z9hG4bK' + createHash('sha1').update(`${ctx.via.branch ?? ''}|${ctx.via.host}|${ctx.callId}`).digest('hex').slice(0, 20);
+    this.opts.layer.forwardStateless(fwd, dest, branch);
+  }
+
+  onCancel(_ctx: IncomingRequest, tx: InviteServerTransaction): void {
+    tx.onCancel?.();
+  }
+
+  // --- out of dialog ---------------------------------------------------------------
+
+  private async outOfDialog(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
+    const req = ctx.req;
+    const caller = await this.authenticate(ctx);
+    const traits: RequestTraits = { method: req.method, video: req.method === 'INVITE' && offersVideo(getHeader(req, 'content-type'), req.body) };
+    const target = await this.resolve(req, caller);
+    const kind: TargetKind = target.kind === 'endpoint' ? (target.same ? 'same_domain' : 'other_domain') : target.kind;
+    const refusal: Refusal | null =
+      callerRefusal(caller.endpoint, caller.sub, traits, kind) ??
+      (target.kind === 'endpoint' ? calleeRefusal(target.endpoint, traits, target.same ? 'same_domain' : 'other_domain') : null);
+    if (refusal) {
+      this.log.info({ callId: ctx.callId, method: req.method, flag: refusal.flag, party: refusal.party }, 'refused by policy');
+      throw new SipError(403, 'Forbidden', `POLICY_${refusal.flag.toUpperCase()}`, refusalHeaders(refusal, WARN_AGENT));
+    }
+
+    // The legs: bindings of an endpoint, or the gateway / app server.
+    const legs: Array<{ uri: string; dest: Destination; path: string | null }> = [];
+    const extra: Array<[string, string]> = [];
+    if (target.kind === 'endpoint') {
+      const bindings = await this.opts.location.lookup({ domain: target.domain, user: target.user });
+      for (const b of bindings) {
+        const dest = this.bindingDestination(b);
+        if (dest) legs.push({ uri: b.uri, dest, path: b.path });
+      }
+      if (legs.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_NOT_REGISTERED');
+    } else if (target.kind === 'phone') {
+      if (!this.gateway) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_GATEWAY', [['Warning', `399 ${WARN_AGENT} "no outbound gateway is configured"`]]);
+      legs.push({ uri: withUser(this.gateway, target.number), dest: await uriDestination(this.gateway), path: null });
+      extra.push(['x-account-id', caller.account.authId]);
+    } else {
+      if (!this.appServer) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_APP_SERVER', [['Warning', `399 ${WARN_AGENT} "no application server is configured"`]]);
+      legs.push({ uri: withUser(this.appServer, target.appId), dest: await uriDestination(this.appServer), path: null });
+      extra.push(['x-account-id', target.authId], ['x-application-id', target.appId]);
+    }
+
+    if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId);
+    if (tx.cancelled) {
+      // The caller CANCELed while we were looking things up (§16.10).
+      this.release(ctx.callId);
+      tx.respond(487, 'Request Terminated');
+      return;
+    }
+
+    const context = new ResponseContext({
+      layer: this.opts.layer,
+      log: this.log,
+      server: tx,
+      noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
+      events: req.method === 'INVITE' ? { onFinal: (status) => status >= 300 && this.release(ctx.callId) } : undefined,
+    });
+    tx.onCancel = () => context.cancelByCaller();
+    const asserted = `<sip:${caller.user}@${caller.domain}>`;
+    for (const leg of legs) {
+      const fwd = cloneRequest(req);
+      // §16.6 step 2: the Request-URI becomes the target (the Contact of the binding).
+      fwd.uri = leg.uri;
+      decrementMaxForwards(fwd);
+      // The edge is the only route out of dialog; credentials for our realm stay here (§22.3).
+      removeHeaders(fwd, 'route');
+      removeHeadersWhere(fwd, 'proxy-authorization', (v) => parseDigestCredentials(v)?.params.get('realm')?.toLowerCase() === caller.domain);
+      for (const h of ASSERTED) removeHeaders(fwd, h);
+      fwd.headers.push({ name: 'p-asserted-identity', value: asserted });
+      for (const [n, v] of extra) fwd.headers.push({ name: n, value: v });
+      // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
+      if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
+      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest);
+      context.fork(fwd, leg.dest, loop);
+    }
+  }
+
+  /** Proxy authentication of an endpoint (RFC 3261 §22.3): realm and user from the From URI. */
+  private async authenticate(ctx: IncomingRequest): Promise<Caller> {
+    const from = parseNameAddr(getHeader(ctx.req, 'from') ?? '');
+    if (!from || (from.uri.scheme !== 'sip' && from.uri.scheme !== 'sips') || !from.uri.user) {
+      throw new SipError(403, 'Forbidden', 'PROXY_BAD_FROM', [['Warning', `399 ${WARN_AGENT} "From is not an endpoint of this edge"`]]);
+    }
+    const domain = from.uri.host;
+    const authId = accountOfDomain(domain, this.opts.sipDomain);
+    if (!authId) throw new SipError(403, 'Forbidden', 'PROXY_FOREIGN_FROM', [['Warning', `399 ${WARN_AGENT} "From is not an endpoint of this edge"`]]);
+    const out = await this.opts.auth.authenticate(ctx.req, domain, from.uri.user, true);
+    if (!out.ok) {
+      if (out.kind === 'forbidden') throw new SipError(403, 'Forbidden', 'AUTH_USER_MISMATCH');
+      this.log.debug({ callId: ctx.callId, reason: out.reason, src: ctx.received }, 'request challenged');
+      throw new SipError(407, 'Proxy Authentication Required', 'AUTH_CHALLENGE', out.headers);
+    }
+    const [endpoint, account] = await Promise.all([
+      this.opts.directory.getEndpoint(authId, out.credential.endpointId),
+      this.opts.directory.getAccount(authId),
+    ]);
+    if (!endpoint || !account) throw new SipError(403, 'Forbidden', 'PROXY_NO_ENDPOINT');
+    if (!account.enabled) throw new SipError(403, 'Forbidden', 'PROXY_ACCOUNT_DISABLED', [['Warning', `399 ${WARN_AGENT} "account disabled"`]]);
+    const sub = endpoint.subAccount ? await this.opts.directory.getSubAccount(authId, endpoint.subAccount) : null;
+    if (sub && !sub.enabled) throw new SipError(403, 'Forbidden', 'PROXY_SUBACCOUNT_DISABLED', [['Warning', `399 ${WARN_AGENT} "sub-account disabled"`]]);
+    return { domain, user: from.uri.user, endpoint, account, sub };
+  }
+
+  /** Request-URI → target: an endpoint (404 when none), an application of the caller's account, a number. */
+  private async resolve(req: SipRequest, caller: Caller): Promise<Target> {
+    const uri = parseUri(req.uri);
+    if (!uri) throw new SipError(416, 'Unsupported URI Scheme', 'PROXY_BAD_URI');
+    const t = parseTarget(uri, { sipDomain: this.opts.sipDomain, callerDomain: caller.domain, isOwnHost: (u) => this.opts.layer.isOwnUri(u) });
+    switch (t.kind) {
+      case 'phone':
+        return t;
+      case 'app': {
+        // Applications are reachable only from their own account.
+        const app = t.authId === caller.account.authId ? await this.opts.directory.getApplication(t.authId, t.appId) : null;
+        if (!app) throw new SipError(404, 'Not Found', 'PROXY_NO_APPLICATION');
+        if (!app.settings.enabled) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_APPLICATION_DISABLED');
+        return { kind: 'app', authId: t.authId, appId: t.appId };
+      }
+      case 'account': {
+        const cred = await this.opts.credentials.get(t.domain, t.user);
+        const endpoint = cred ? await this.opts.directory.getEndpoint(t.authId, cred.endpointId) : null;
+        if (endpoint) {
+          return { kind: 'endpoint', domain: t.domain, user: t.user, authId: t.authId, endpoint, same: t.domain === caller.domain };
+        }
+        // A number dialled in the account's domain (`+14155550100@acme…`) goes to the gateway.
+        const n = phoneNumber(t.user);
+        if (n) return { kind: 'phone', number: n };
+        throw new SipError(404, 'Not Found', 'PROXY_NO_ENDPOINT');
+      }
+      default:
+        throw new SipError(404, 'Not Found', 'PROXY_UNKNOWN_TARGET');
+    }
+  }
+
+  /**
+   * Where a binding is reached: over the flow it registered on for stream
+   * transports (whatever its Contact host says — `.invalid` for WebSocket), at the
+   * address its REGISTER came from for UDP (NAT). Null when another node holds
+   * the flow.
+   */
+  private bindingDestination(b: Binding): Destination | null {
+    const r = parseUri(b.received);
+    if (!r || r.port === null) return null;
+    const address = r.host.startsWith('[') ? r.host.slice(1, -1) : r.host;
+    if (b.transport === 'udp') return { transport: 'udp', address, port: r.port, connId: null };
+    if (!b.connId || b.nodeId !== this.opts.nodeId) {
+      this.log.debug({ key: b.key, nodeId: b.nodeId }, 'binding held by another node: skipped');
+      return null;
+    }
+    return { transport: b.transport, address, port: r.port, connId: b.connId };
+  }
+
+  /**
+   * Two Record-Route values (RFC 3261 §16.6 step 4; RFC 5658 double
+   * Record-Routing): the top one faces the callee (its transport, a token of the
+   * callee's flow), the next faces the caller (the ingress transport, a token
+   * of the caller's flow). Whichever side sends an in-dialog request, the last
+   * of our Route values it carries names the other side's flow.
+   */
+  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination): void {
+    const { tokens } = this.opts;
+    const rr = (t: SipTransportName, token: string): string => {
+      const l = this.opts.layer.sentBy(t);
+      return `<sip:${token}@${l ? `${l.host}:${l.port}` : '127.0.0.1'};transport=${t};lr>`;
+    };
+    prependHeaders(fwd, 'record-route', [
+      rr(egress.transport, tokens.encode(egress, ctx.callId)),
+      rr(ctx.flow.transport, tokens.encode(destinationOf(ctx.flow), ctx.callId)),
+    ]);
+  }
+
+  // --- account limits --------------------------------------------------------------
+
+  private async admit(account: AccountRecord, callId: string): Promise<void> {
+    const r = await this.opts.limiter.admit(account.authId, callId, { cps: account.cpsLimit, concurrent: account.concurrentCallsLimit });
+    if (r === 'cps') {
+      throw new SipError(503, 'Service Unavailable', 'LIMIT_CPS', [['Retry-After', '1'], ['Warning', `399 ${WARN_AGENT} "cps_limit of the account reached"`]]);
+    }
+    if (r === 'concurrent') {
+      throw new SipError(503, 'Service Unavailable', 'LIMIT_CONCURRENT', [
+        ['Retry-After', '5'],
+        ['Warning', `399 ${WARN_AGENT} "concurrent_calls_limit of the account reached"`],
+      ]);
+    }
+    this.counted.set(callId, account.authId);
+  }
+
+  private release(callId: string): void {
+    const account = this.counted.get(callId);
+    if (account === undefined) return;
+    this.counted.delete(callId);
+    this.opts.limiter.release(account, callId).catch((err: unknown) => this.log.warn({ err, callId }, 'could not release a call slot'));
+  }
+}
+
+function toTag(req: SipRequest): string | null {
+  const to = parseNameAddr(getHeader(req, 'to') ?? '');
+  const tag = to?.params.get('tag');
+  return tag === undefined || tag === null ? null : tag;
+}
+
+/**
+ * The loop-detection part of our branch (RFC 3261 §16.6 step 8): a hash of
+ * what a looping request keeps unchanged.
+ */
+function loopHash(req: SipRequest, callId: string): string {
+  const h = createHash('sha1');
+  h.update(req.uri).update('\u0000').update(getHeader(req, 'from') ?? '').update('\u0000').update(getHeader(req, 'to') ?? '');
+  h.update('\u0000').update(callId).update('\u0000').update(getHeader(req, 'cseq') ?? '');
+  for (const r of getHeaders(req, 'route')) h.update('\u0000').update(r);
+  for (const p of getHeaders(req, 'proxy-require')) h.update('\u0000').update(p);
+  return h.digest('hex').slice(0, 10);
+}
+
+/** RFC 3261 §16.6 step 3. */
+function decrementMaxForwards(req: SipRequest): void {
+  const mf = getHeader(req, 'max-forwards');
+  const n = mf === undefined ? DEFAULT_MAX_FORWARDS : Math.max(0, Number(mf.trim()) - 1);
+  setHeader(req, 'max-forwards', String(n));
+}
+
+function getListValuesOf(value: string): string[] {
+  return getListValues({ kind: 'request', method: '', uri: '', headers: [{ name: 'x', value }], body: Buffer.alloc(0) }, 'x');
+}
+
+/** `base` (the gateway or app server URI) with `user` as its user part. */
+function withUser(base: SipUri, user: string): string {
+  return formatUri({ ...base, user, password: null, headers: null });
+}
+
+/** The destination of a configured URI: UDP to its host (resolved) and port. */
+async function uriDestination(u: SipUri): Promise<Destination> {
+  const host = u.host.startsWith('[') ? u.host.slice(1, -1) : u.host;
+  const address = isIP(host) ? host : (await lookup(host)).address;
+  return { transport: 'udp', address, port: u.port ?? 5060, connId: null };
+}

@@ -1,0 +1,245 @@
+import type { ClientTransaction, ClientTransactionUser } from '../core/client-transaction.js';
+import type { Destination } from '../core/destination.js';
+import type { ServerTransaction } from '../core/server-transaction.js';
+import type { TransactionLayer } from '../core/transaction-layer.js';
+import { unrefTimer } from '../core/timers.js';
+import type { Logger } from '../logger.js';
+import { getHeader, getHeaders, getListValues } from '../sip/headers.js';
+import type { SipRequest, SipResponse } from '../sip/message.js';
+import { cloneResponse, shiftListValue } from '../sip/message-edit.js';
+import { serializeMessage } from '../sip/response.js';
+
+/** A final outcome of one branch: a response received, or one stood in for it (timeout, transport error, CANCEL). */
+export interface BranchFinal {
+  status: number;
+  reason: string;
+  /** The response as received, our Via removed; null for an outcome generated here. */
+  response: SipResponse | null;
+}
+
+interface Branch {
+  tx: ClientTransaction | null;
+  /** The request as sent on this branch (our Via on top once sent). */
+  request: SipRequest;
+  destination: Destination;
+  /** A provisional response arrived: a CANCEL may now be sent (RFC 3261 §9.1). */
+  provisional: boolean;
+  final: BranchFinal | null;
+  cancel: 'none' | 'pending' | 'sent';
+}
+
+export interface ResponseContextEvents {
+  /** The first 2xx to an INVITE went upstream: the call is up. */
+  onAnswered?(res: SipResponse): void;
+  /** The final response went upstream (2xx or the best of the branches). */
+  onFinal?(status: number): void;
+}
+
+export interface ResponseContextOptions {
+  layer: TransactionLayer;
+  log: Logger;
+  server: ServerTransaction;
+  /** INVITE: give up on every branch after this long without a final response (the ring / no-answer timeout), ms. */
+  noAnswerMs?: number;
+  events?: ResponseContextEvents;
+}
+
+const NO_OP_USER: ClientTransactionUser = { onResponse() {}, onFailure() {} };
+const COMPLETED_ELSEWHERE = 'SIP;cause=200;text="Call completed elsewhere"';
+// §16.7 step 6: within 4xx, these carry information the client can act on.
+const PREFERRED_4XX = [401, 407, 415, 420, 484];
+
+/**
+ * The response context of one proxied request (RFC 3261 §16.7): its branches
+ * (one client transaction each, forked in parallel), provisional responses
+ * forwarded as they come, the first 2xx forwarded at once with the other
+ * branches CANCELed, and — once every branch has a final outcome — the best
+ * final response forwarded (§16.7 step 6).
+ */
+export class ResponseContext implements ClientTransactionUser {
+  private readonly branches: Branch[] = [];
+  private answered = false;
+  private noAnswer: NodeJS.Timeout | null = null;
+  private cancelGuard: NodeJS.Timeout | null = null;
+  private readonly isInvite: boolean;
+
+  constructor(private readonly opts: ResponseContextOptions) {
+    this.isInvite = opts.server.method === 'INVITE';
+    if (this.isInvite && opts.noAnswerMs !== undefined) {
+      this.noAnswer = unrefTimer(() => this.timeout(), opts.noAnswerMs);
+    }
+  }
+
+  /** Sends the request on a new branch (§16.6 step 10: a client transaction per target). */
+  fork(request: SipRequest, destination: Destination, loop?: string): void {
+    const b: Branch = { tx: null, request, destination, provisional: false, final: null, cancel: 'none' };
+    this.branches.push(b);
+    b.tx = this.opts.layer.request(request, destination, this, { loop });
+  }
+
+  /** No branch could be tried: answer with this (480 and the like). */
+  get size(): number {
+    return this.branches.length;
+  }
+
+  private branchOf(tx: ClientTransaction): Branch | undefined {
+    return this.branches.find((b) => b.tx === tx);
+  }
+
+  onResponse(res: SipResponse, tx: ClientTransaction): void {
+    const b = this.branchOf(tx);
+    if (!b) return;
+    // §16.7 step 3: remove the topmost Via (ours); what remains goes upstream.
+    const up = cloneResponse(res);
+    shiftListValue(up, 'via');
+    if (getListValues(up, 'via').length === 0) return; // a response to us (cannot happen for forwarded requests)
+    const server = this.opts.server;
+    const s = res.status;
+
+    if (s < 200) {
+      b.provisional = true;
+      if (b.cancel === 'pending') this.sendCancel(b, null);
+      // §16.7 step 5: provisional responses other than 100 are forwarded immediately.
+      if (s > 100 && !server.finalSent) server.forward(up, serializeMessage(up));
+      return;
+    }
+    if (s < 300) {
+      b.final ??= { status: s, reason: res.reason, response: up };
+      // §16.7 step 5: every 2xx to an INVITE is forwarded immediately (RFC 6026: even after the first).
+      if (this.isInvite) {
+        server.forward(up, serializeMessage(up));
+        if (!this.answered) {
+          this.answered = true;
+          this.stopTimers();
+          this.opts.events?.onAnswered?.(up);
+          this.opts.events?.onFinal?.(s);
+          // §16.7 step 10: cancel all pending branches once a 2xx has been forwarded.
+          for (const other of this.branches) if (other !== b && other.final === null) this.cancelBranch(other, COMPLETED_ELSEWHERE);
+        }
+      } else if (!server.finalSent) {
+        server.forward(up, serializeMessage(up));
+        this.stopTimers();
+        this.opts.events?.onFinal?.(s);
+      }
+      return;
+    }
+    if (b.final !== null) return; // this branch was already given an outcome here (timeout, CANCEL)
+    b.final = { status: s, reason: res.reason, response: up };
+    // §16.7 step 5 (6xx): the proxy SHOULD cancel all pending branches.
+    if (s >= 600 && this.isInvite) for (const other of this.branches) if (other.final === null) this.cancelBranch(other, null);
+    this.maybeFinish();
+  }
+
+  onFailure(tx: ClientTransaction, status: 408 | 503): void {
+    const b = this.branchOf(tx);
+    if (!b || b.final !== null) return;
+    // §16.7 step 1 (Timer B/F → 408) and §16.9 (transport error → 503).
+    b.final = { status, reason: status === 408 ? 'Request Timeout' : 'Service Unavailable', response: null };
+    this.maybeFinish();
+  }
+
+  /**
+   * The caller CANCELed (§16.10): pending branches are CANCELed. A branch that
+   * has had no provisional response yet cannot be (§9.1); it is given 487 here
+   * and CANCELed when its first provisional response comes.
+   */
+  cancelByCaller(): void {
+    if (this.answered) return;
+    for (const b of this.branches) {
+      if (b.final !== null) continue;
+      if (!b.provisional) b.final = { status: 487, reason: 'Request Terminated', response: null };
+      this.cancelBranch(b, null);
+    }
+    // A UAS that answers the CANCEL but never the INVITE must not hold the caller forever.
+    this.cancelGuard = unrefTimer(() => {
+      for (const b of this.branches) b.final ??= { status: 487, reason: 'Request Terminated', response: null };
+      this.maybeFinish();
+    }, 64 * this.opts.layer.timers.t1);
+    this.maybeFinish();
+  }
+
+  /** The no-answer timeout: every pending branch gets 408 and is CANCELed (§16.8 Timer C). */
+  private timeout(): void {
+    this.noAnswer = null;
+    if (this.answered) return;
+    for (const b of this.branches) {
+      if (b.final !== null) continue;
+      b.final = { status: 408, reason: 'Request Timeout', response: null };
+      this.cancelBranch(b, null);
+    }
+    this.maybeFinish();
+  }
+
+  private cancelBranch(b: Branch, reason: string | null): void {
+    if (b.cancel !== 'none' || !this.isInvite) return;
+    if (b.provisional) this.sendCancel(b, reason);
+    else b.cancel = 'pending';
+  }
+
+  /** RFC 3261 §9.1: the CANCEL repeats the INVITE's Request-URI, Call-ID, From, To, CSeq number, Route, and its branch. */
+  private sendCancel(b: Branch, reason: string | null): void {
+    if (!b.tx || b.tx.state === 'terminated' || b.tx.state === 'completed' || b.tx.state === 'accepted') {
+      b.cancel = 'sent';
+      return;
+    }
+    b.cancel = 'sent';
+    const inv = b.tx.request;
+    const seq = (getHeader(inv, 'cseq') ?? '').trim().split(/\s+/)[0];
+    const headers = [
+      { name: 'max-forwards', value: '70' },
+      { name: 'from', value: getHeader(inv, 'from') ?? '' },
+      { name: 'to', value: getHeader(inv, 'to') ?? '' },
+      { name: 'call-id', value: getHeader(inv, 'call-id') ?? '' },
+      { name: 'cseq', value: `${seq} CANCEL` },
+    ];
+    for (const r of getHeaders(inv, 'route')) headers.push({ name: 'route', value: r });
+    if (reason) headers.push({ name: 'reason', value: reason });
+    const cancel: SipRequest = { kind: 'request', method: 'CANCEL', uri: inv.uri, headers, body: Buffer.alloc(0) };
+    this.opts.layer.request(cancel, b.destination, NO_OP_USER, { branch: b.tx.branch });
+  }
+
+  /** Once every branch has a final outcome, the best one goes upstream (§16.7 step 6). */
+  private maybeFinish(): void {
+    const server = this.opts.server;
+    if (server.finalSent || this.answered) return;
+    if (this.branches.some((b) => b.final === null)) return;
+    this.stopTimers();
+    const finals = this.branches.map((b) => b.final as BranchFinal);
+    const best = finals[chooseBest(finals.map((f) => f.status))] ?? { status: 408, reason: 'Request Timeout', response: null };
+    this.opts.log.debug({ method: server.method, status: best.status, branches: finals.map((f) => f.status) }, 'best response');
+    if (best.status === 503) {
+      // "If the selected response is a 503 (Service Unavailable), the proxy MUST generate a 500."
+      server.respond(500, 'Server Internal Error');
+    } else if (best.response) {
+      server.forward(best.response, serializeMessage(best.response));
+    } else {
+      server.respond(best.status, best.reason);
+    }
+    this.opts.events?.onFinal?.(best.status === 503 ? 500 : best.status);
+  }
+
+  private stopTimers(): void {
+    if (this.noAnswer) clearTimeout(this.noAnswer);
+    if (this.cancelGuard) clearTimeout(this.cancelGuard);
+    this.noAnswer = this.cancelGuard = null;
+  }
+}
+
+/**
+ * Index of the best of several final responses (RFC 3261 §16.7 step 6): a 6xx
+ * if any; else the lowest class, within 4xx preferring 401, 407, 415, 420, 484;
+ * else the first of the class. -1 for none.
+ */
+export function chooseBest(statuses: readonly number[]): number {
+  if (statuses.length === 0) return -1;
+  const six = statuses.findIndex((s) => s >= 600);
+  if (six >= 0) return six;
+  const lowestClass = Math.min(...statuses.map((s) => Math.floor(s / 100)));
+  if (lowestClass === 4) {
+    for (const p of PREFERRED_4XX) {
+      const i = statuses.indexOf(p);
+      if (i >= 0) return i;
+    }
+  }
+  return statuses.findIndex((s) => Math.floor(s / 100) === lowestClass);
+}
