@@ -1,0 +1,432 @@
+/**
+ * Shared by the proxy integration suites (test/integration/proxy-*.test.ts):
+ * the real server with a partner configured, a client of its HTTP API that
+ * provisions accounts, endpoints (with their policy flags), sub-accounts and
+ * applications; SIPp runs that can be paired caller ↔ callee; and a small UDP
+ * user agent for requests whose answers are asserted header by header.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import dgram from 'node:dgram';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { getHeader, getHeaders, getListValues, parseNameAddr } from '../../src/sip/headers.js';
+import type { SipMessage, SipRequest, SipResponse } from '../../src/sip/message.js';
+import { parseMessage } from '../../src/sip/parser.js';
+import { authorize } from '../helpers/sip-client.js';
+import { ROOT, startServer, type ServerProcess } from '../helpers/server-process.js';
+
+export const PARTNER = Object.freeze({ id: 'PROXYPARTNER', token: 'proxy-partner-token-0123456789' });
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export interface Account {
+  authId: string;
+  authToken: string;
+  sipDomain: string;
+}
+
+export interface Endpoint {
+  account: Account;
+  endpointId: string;
+  username: string;
+  password: string;
+}
+
+export type Flags = Partial<
+  Record<'allow_voice' | 'allow_video' | 'allow_message' | 'allow_same_domain' | 'allow_other_domains' | 'allow_phones' | 'allow_apps', boolean>
+>;
+
+export interface Edge {
+  server: ServerProcess;
+  newAccount(): Promise<Account>;
+  newEndpoint(a: Account, username: string, extra?: Flags & { sub_account?: string }): Promise<Endpoint>;
+  updateEndpoint(e: Endpoint, patch: Record<string, unknown>): Promise<void>;
+  newSubAccount(a: Account, kycMode: 'personal_use' | 'customer_use'): Promise<string>;
+  newApplication(a: Account): Promise<string>;
+  /** Polls the API until the endpoint has `n` live bindings. */
+  waitBindings(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts the real server (every port 0) with the test partner; `env` adds settings. */
+export async function startEdge(env: Record<string, string> = {}): Promise<Edge> {
+  const server = await startServer({ PARTNER_AUTH_ID: PARTNER.id, PARTNER_AUTH_TOKEN: PARTNER.token, ...env });
+  const base = `http://127.0.0.1:${server.ports.http}`;
+  const call = async (method: string, path: string, auth: { id: string; token: string }, body?: unknown): Promise<Record<string, unknown>> => {
+    const headers: Record<string, string> = { accept: 'application/json', 'x-auth-id': auth.id, 'x-auth-token': auth.token };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+    return text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  };
+  const as = (a: Account) => ({ id: a.authId, token: a.authToken });
+  let accounts = 0;
+  return {
+    server,
+    async newAccount() {
+      const r = await call('POST', '/api/v1/partner/accounts', PARTNER, {
+        name: `Proxy ${++accounts}`,
+        email: `proxy${accounts}@example.test`,
+        password: 'a-long-console-password',
+        country: 'IN',
+      });
+      return { authId: String(r.auth_id), authToken: String(r.auth_token), sipDomain: String(r.sip_domain) };
+    },
+    async newEndpoint(a, username, extra = {}) {
+      const password = `${username}-Secret-9`;
+      const r = await call('POST', `/api/v1/Account/${a.authId}/Endpoint/`, as(a), { username, password, ...extra });
+      return { account: a, endpointId: String(r.endpoint_id), username, password };
+    },
+    async updateEndpoint(e, patch) {
+      await call('POST', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account), patch);
+    },
+    async newSubAccount(a, kycMode) {
+      const r = await call('POST', `/api/v1/Account/${a.authId}/Subaccount/`, as(a), { name: `sub-${kycMode}`, kyc_mode: kycMode });
+      return String(r.auth_id);
+    },
+    async newApplication(a) {
+      const r = await call('POST', `/api/v1/Account/${a.authId}/Application/`, as(a), { app_name: 'ivr', answer_url: 'https://app.example.test/answer' });
+      return String(r.app_id);
+    },
+    async waitBindings(e, n, timeoutMs = 5000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const v = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account));
+        const count = Array.isArray(v.sip_registrations) ? v.sip_registrations.length : v.sip_registered === 'true' ? 1 : 0;
+        if (count >= n) return;
+        if (Date.now() > deadline) throw new Error(`${e.username}: ${count} bindings, expected ${n}`);
+        await sleep(50);
+      }
+    },
+    stop: () => server.stop().then(() => undefined),
+  };
+}
+
+// --- SIPp -------------------------------------------------------------------------
+
+export interface SippResult {
+  code: number | null;
+  successful: number;
+  failed: number;
+  /** SIPp's error log without watchdog notes (a busy machine, not a protocol fault). */
+  errors: string;
+  /** Every message SIPp sent and received (-trace_msg). */
+  messages: string;
+}
+
+export interface SippCall {
+  scenario: string;
+  port: number;
+  transport: 'udp' | 'tcp';
+  endpoint: Endpoint;
+  /** Shared by caller and callee: SIPp maps an incoming INVITE to a call by Call-ID only. */
+  cidStr: string;
+  keys?: Record<string, string>;
+  /** Duration of the scenario's plain <pause/>, ms. */
+  pauseMs?: number;
+  timeoutS?: number;
+}
+
+/** Runs one SIPp call (-m 1) in the foreground; resolves when SIPp exits (killed by PID after the timeout). */
+export function sipp(o: SippCall): Promise<SippResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'sipp-proxy-'));
+  const inf = join(dir, 'users.csv');
+  const e = o.endpoint;
+  writeFileSync(inf, `SEQUENTIAL\n${e.username};${e.account.sipDomain};[authentication username=${e.username} password=${e.password}]\n`);
+  const timeoutS = o.timeoutS ?? 30;
+  const args = [
+    `127.0.0.1:${o.port}`,
+    '-sf', join(ROOT, 'sipp-scenarios', o.scenario),
+    '-inf', inf,
+    '-t', o.transport === 'udp' ? 'u1' : 't1',
+    '-i', '127.0.0.1',
+    '-m', '1',
+    '-cid_str', o.cidStr,
+    '-d', String(o.pauseMs ?? 0),
+    '-nostdin',
+    '-trace_err', '-error_file', join(dir, 'errors.log'),
+    '-trace_msg', '-message_file', join(dir, 'messages.log'),
+    '-trace_stat', '-stf', join(dir, 'stat.csv'),
+    '-timeout', String(timeoutS),
+    '-timeout_error',
+  ];
+  for (const [k, v] of Object.entries(o.keys ?? {})) args.push('-key', k, v);
+  return new Promise((resolve, reject) => {
+    const child = spawn('sipp', args, { cwd: dir, stdio: ['ignore', 'ignore', 'ignore'] });
+    const timer = setTimeout(() => child.kill('SIGKILL'), (timeoutS + 10) * 1000);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      const read = (f: string): string => (readdirSync(dir).includes(f) ? readFileSync(join(dir, f), 'utf8') : '');
+      const stat = read('stat.csv').trim().split('\n');
+      const head = (stat[0] ?? '').split(';');
+      const last = (stat[stat.length - 1] ?? '').split(';');
+      const col = (name: string): number => Number(last[head.indexOf(name)] ?? NaN);
+      const errors = read('errors.log')
+        .replace(/\S+\t\S+\t\S+: Overload warning: the minor watchdog timer \d+ms has been tripped \(\d+\), \d+ trips remaining\.\n?/g, '')
+        .replace(/^The following events occurred:\n?/, '')
+        .trim();
+      const messages = read('messages.log');
+      rmSync(dir, { recursive: true, force: true });
+      resolve({ code, successful: col('SuccessfulCall(C)'), failed: col('FailedCall(C)'), errors, messages });
+    });
+  });
+}
+
+/** A Call-ID pattern for -cid_str, unique per test. */
+export function cidStr(): string {
+  return `proxy-${randomBytes(5).toString('hex')}-%u@sipp`;
+}
+
+// --- a small UDP user agent ---------------------------------------------------------
+
+export interface Received {
+  msg: SipMessage;
+  text: string;
+}
+
+/**
+ * A UDP user agent for tests that assert headers: registers with digest,
+ * sends out-of-dialog requests (answering 407 once), answers incoming INVITE
+ * (180, then 200 with SDP or `answerStatus`), MESSAGE and OPTIONS, and BYE.
+ * Used as an endpoint, and unregistered as the outbound gateway or app server.
+ */
+export class TestUa {
+  readonly requests: SipRequest[] = [];
+  private readonly socket: dgram.Socket;
+  private waiters: Array<{ match: (m: SipMessage) => boolean; resolve: (m: SipMessage) => void }> = [];
+  private cseq = 1;
+  port = 0;
+  /** Status for incoming INVITEs (200 answers with SDP). */
+  answerStatus = 200;
+
+  constructor(
+    private readonly edgePort: number,
+    private readonly user: string,
+    private readonly domain: string,
+    private readonly password: string,
+  ) {
+    this.socket = dgram.createSocket('udp4');
+    this.socket.on('message', (data) => this.onMessage(data));
+  }
+
+  static async start(edgePort: number, e?: Endpoint): Promise<TestUa> {
+    const ua = new TestUa(edgePort, e?.username ?? 'gw', e?.account.sipDomain ?? 'gw.invalid', e?.password ?? '');
+    await new Promise<void>((r) => ua.socket.bind(0, '127.0.0.1', () => r()));
+    ua.port = ua.socket.address().port;
+    return ua;
+  }
+
+  get aor(): string {
+    return `sip:${this.user}@${this.domain}`;
+  }
+
+  send(text: string, port = this.edgePort): void {
+    this.socket.send(text, port, '127.0.0.1');
+  }
+
+  close(): void {
+    this.socket.close();
+  }
+
+  private onMessage(data: Buffer): void {
+    const p = parseMessage(data);
+    if (!p.ok) return;
+    const m = p.msg;
+    const w = this.waiters.find((x) => x.match(m));
+    if (w) {
+      this.waiters = this.waiters.filter((x) => x !== w);
+      w.resolve(m);
+    }
+    if (m.kind === 'request') this.answer(m);
+  }
+
+  /** The next message matching `match` (responses included). */
+  next(match: (m: SipMessage) => boolean, timeoutMs = 5000): Promise<SipMessage> {
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`${this.user}: no matching message within ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({
+        match,
+        resolve: (m) => {
+          clearTimeout(t);
+          resolve(m);
+        },
+      });
+    });
+  }
+
+  private answer(req: SipRequest): void {
+    if (req.method === 'ACK') return;
+    this.requests.push(req);
+    const respond = (status: number, reason: string, extra: string[] = [], body = ''): void => {
+      const lines = [`SIP/2.0 ${status} ${reason}`];
+      for (const v of getHeaders(req, 'via')) lines.push(`Via: ${v}`);
+      for (const rr of getHeaders(req, 'record-route')) lines.push(`Record-Route: ${rr}`);
+      lines.push(`From: ${getHeader(req, 'from')}`);
+      const to = getHeader(req, 'to') ?? '';
+      lines.push(`To: ${to}${status > 100 && !/;\s*tag=/i.test(to) ? ';tag=ua' + this.port : ''}`);
+      lines.push(`Call-ID: ${getHeader(req, 'call-id')}`, `CSeq: ${getHeader(req, 'cseq')}`);
+      lines.push(`Contact: <sip:${this.user}@127.0.0.1:${this.port}>`, ...extra, `Content-Length: ${Buffer.byteLength(body)}`, '', body);
+      this.send(lines.join('\r\n'), portOfTopVia(req));
+    };
+    if (req.method === 'INVITE') {
+      respond(180, 'Ringing');
+      if (this.answerStatus === 200) respond(200, 'OK', ['Content-Type: application/sdp'], sdp(this.port, false));
+      else respond(this.answerStatus, 'Refused');
+    } else {
+      respond(200, 'OK');
+    }
+  }
+
+  /** REGISTER with digest (SHA-256 challenge answered); resolves with the final status. */
+  async register(): Promise<number> {
+    const callId = randomBytes(6).toString('hex');
+    const msg = (auth: string | null): string =>
+      [
+        `REGISTER sip:${this.domain} SIP/2.0`,
+        `Via: SIP/2.0/UDP 127.0.0.1:${this.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
+        'Max-Forwards: 70',
+        `From: <${this.aor}>;tag=${callId}`,
+        `To: <${this.aor}>`,
+        `Call-ID: ${callId}`,
+        `CSeq: ${this.cseq++} REGISTER`,
+        `Contact: <sip:${this.user}@127.0.0.1:${this.port}>`,
+        'Expires: 600',
+        ...(auth ? [`Authorization: ${auth}`] : []),
+        'Content-Length: 0',
+        '',
+        '',
+      ].join('\r\n');
+    const isReg = (m: SipMessage): boolean => m.kind === 'response' && getHeader(m, 'call-id') === callId;
+    this.send(msg(null));
+    const first = (await this.next(isReg)) as SipResponse;
+    if (first.status !== 401) return first.status;
+    const challenge = getHeaders(first, 'www-authenticate')[0];
+    this.send(msg(authorize(challenge, { user: this.user, password: this.password, method: 'REGISTER', uri: `sip:${this.domain}` })));
+    return ((await this.next(isReg)) as SipResponse).status;
+  }
+
+  /**
+   * Sends an out-of-dialog request to `target` through the edge, answering a 407
+   * once; resolves with the final response. A 200 to an INVITE is ACKed and
+   * the call hung up (BYE along the Record-Route) unless `keep`.
+   */
+  async call(method: 'INVITE' | 'MESSAGE' | 'OPTIONS', target: string, opts: { video?: boolean; keep?: boolean } = {}): Promise<SipResponse> {
+    const callId = randomBytes(8).toString('hex');
+    const tag = randomBytes(4).toString('hex');
+    const body = method === 'INVITE' ? sdp(this.port, opts.video ?? false) : method === 'MESSAGE' ? 'hello' : '';
+    const type = method === 'INVITE' ? 'application/sdp' : method === 'MESSAGE' ? 'text/plain' : null;
+    const build = (cseq: number, auth: string | null): string =>
+      [
+        `${method} ${target} SIP/2.0`,
+        `Via: SIP/2.0/UDP 127.0.0.1:${this.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
+        'Max-Forwards: 70',
+        `From: <${this.aor}>;tag=${tag}`,
+        `To: <${target}>`,
+        `Call-ID: ${callId}`,
+        `CSeq: ${cseq} ${method}`,
+        `Contact: <sip:${this.user}@127.0.0.1:${this.port}>`,
+        ...(auth ? [`Proxy-Authorization: ${auth}`] : []),
+        ...(type ? [`Content-Type: ${type}`] : []),
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        '',
+        body,
+      ].join('\r\n');
+    const final = (m: SipMessage): boolean => m.kind === 'response' && m.status >= 200 && getHeader(m, 'call-id') === callId;
+    this.send(build(1, null));
+    let res = (await this.next(final)) as SipResponse;
+    if (method === 'INVITE') this.ackNon2xx(res, target, callId, tag, 1);
+    if (res.status === 407) {
+      const challenge = getHeaders(res, 'proxy-authenticate')[0];
+      this.send(build(2, authorize(challenge, { user: this.user, password: this.password, method, uri: target })));
+      res = (await this.next(final, 15_000)) as SipResponse;
+      if (method === 'INVITE') this.ackNon2xx(res, target, callId, tag, 2);
+    }
+    if (method === 'INVITE' && res.status === 200) {
+      const dialog = new TestDialog(this, res, callId, tag);
+      dialog.send('ACK', 2);
+      if (!opts.keep) await dialog.bye();
+    }
+    return res;
+  }
+
+  private ackNon2xx(res: SipResponse, target: string, callId: string, tag: string, cseq: number): void {
+    if (res.status < 300) return;
+    // RFC 3261 §17.1.1.3: same branch as the INVITE — recovered from the response's Via.
+    const via = getListValues(res, 'via')[0];
+    this.send(
+      [
+        `ACK ${target} SIP/2.0`,
+        `Via: ${via.replace(/;received=[^;]*/, '').replace(/;rport=\d+/, ';rport')}`,
+        'Max-Forwards: 70',
+        `From: <${this.aor}>;tag=${tag}`,
+        `To: ${getHeader(res, 'to')}`,
+        `Call-ID: ${callId}`,
+        `CSeq: ${cseq} ACK`,
+        'Content-Length: 0',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+  }
+}
+
+/** The caller's side of an answered call: route set from the 200's Record-Route, reversed (RFC 3261 §12.1.2). */
+export class TestDialog {
+  private readonly routes: string[];
+  private readonly target: string;
+
+  constructor(
+    private readonly ua: TestUa,
+    private readonly ok: SipResponse,
+    private readonly callId: string,
+    private readonly tag: string,
+  ) {
+    this.routes = getListValues(ok, 'record-route').reverse();
+    this.target = parseNameAddr(getHeader(ok, 'contact') ?? '')?.uri.raw ?? '';
+  }
+
+  send(method: string, cseq: number): void {
+    const ua = this.ua;
+    this.ua.send(
+      [
+        `${method} ${this.target} SIP/2.0`,
+        `Via: SIP/2.0/UDP 127.0.0.1:${ua.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
+        'Max-Forwards: 70',
+        ...this.routes.map((r) => `Route: ${r}`),
+        `From: <${ua.aor}>;tag=${this.tag}`,
+        `To: ${getHeader(this.ok, 'to')}`,
+        `Call-ID: ${this.callId}`,
+        `CSeq: ${cseq} ${method}`,
+        'Content-Length: 0',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+  }
+
+  async bye(): Promise<number> {
+    const done = this.ua.next((m) => m.kind === 'response' && getHeader(m, 'call-id') === this.callId && /BYE/.test(getHeader(m, 'cseq') ?? ''));
+    this.send('BYE', 3);
+    return ((await done) as SipResponse).status;
+  }
+}
+
+function portOfTopVia(req: SipRequest): number {
+  const v = getListValues(req, 'via')[0] ?? '';
+  const rport = /;rport=(\d+)/.exec(v)?.[1];
+  return Number(rport ?? /:(\d+)/.exec(v.split(/\s+/)[1] ?? '')?.[1] ?? 5060);
+}
+
+/** A minimal offer: audio, plus an active video stream when asked. */
+export function sdp(port: number, video: boolean): string {
+  const lines = ['v=0', `o=- ${port} 1 IN IP4 127.0.0.1`, 's=-', 'c=IN IP4 127.0.0.1', 't=0 0', `m=audio ${port + 2} RTP/AVP 0`, 'a=rtpmap:0 PCMU/8000'];
+  if (video) lines.push(`m=video ${port + 4} RTP/AVP 96`, 'a=rtpmap:96 VP8/90000');
+  return lines.join('\r\n') + '\r\n';
+}
