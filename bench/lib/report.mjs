@@ -1,0 +1,242 @@
+// Markdown report of one bench run.
+
+const LABELS = {
+  'edge-redis': 'sip-edge, Redis store',
+  'edge-memory': 'sip-edge, embedded store',
+  'kamailio-memory': 'Kamailio, usrloc db_mode 0 (memory)',
+  'kamailio-redis': 'Kamailio, usrloc db_mode 1 write-through to db_redis',
+};
+
+const int = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
+const f1 = (n) => (Number.isFinite(n) ? n.toFixed(1) : '—');
+const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '—');
+const yes = (b) => (b === null || b === undefined ? 'not measured' : b ? '**met**' : '**missed**');
+
+function top(results, sys, t) {
+  const l = results.ladders[sys]?.[t];
+  if (!l) return null;
+  return l.top;
+}
+
+/** Highest sustained rate as text: "0" reads "below the first step". */
+function topText(results, sys, t) {
+  const l = results.ladders[sys]?.[t];
+  if (!l) return '—';
+  if (l.top === 0) return `< ${int(l.steps[0]?.rate)}`;
+  const last = l.steps[l.steps.length - 1];
+  const capped = last?.sustained && last.rate === l.top ? ' (ladder end / budget)' : '';
+  return `${int(l.top)}${capped}`;
+}
+
+function ratio(a, b) {
+  if (!a || !b) return null;
+  return a / b;
+}
+
+export function renderReport(r) {
+  const m = r.machine;
+  const out = [];
+  const transports = r.opts.transports;
+  out.push(`# sip-edge benchmark — ${r.date.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}`);
+  out.push('');
+  out.push(
+    `Machine: ${m.cores} × ${m.cpu}, ${m.memGiB} GiB RAM, Linux ${m.kernel}, open-files hard limit ${m.nofile}. ` +
+      `Node ${m.node}, Kamailio ${m.kamailio} (Debian), SIPp ${m.sipp}, Redis ${m.redis}. ` +
+      `Load generator, servers and Redis share the same ${m.cores} cores. Run took ${int(r.seconds)} s; ladder steps ${r.opts.stepS} s, ` +
+      `${r.opts.users.toLocaleString('en-US')} endpoints, two SIPp processes at half the rate each.`,
+  );
+  out.push('');
+
+  // ---- summary ----
+  if (Object.keys(r.ladders).length) {
+    out.push('## Highest sustained REGISTER rate (registrations/s; 401 challenge + 200 OK = one registration)');
+    out.push('');
+    out.push(`| system | ${transports.map((t) => t.toUpperCase()).join(' | ')} |`);
+    out.push(`|---|${transports.map(() => '---:').join('|')}|`);
+    for (const sys of Object.keys(r.ladders)) {
+      out.push(`| ${LABELS[sys] ?? sys} | ${transports.map((t) => topText(r, sys, t)).join(' | ')} |`);
+    }
+    out.push('');
+    out.push('Sustained = at least 99.9 % of the planned registrations succeeded, the achieved rate was at least 95 % of the');
+    out.push('target, and retransmissions did not grow (second half of the step ≤ 2 × first half + 0.1 % of its registrations).');
+    out.push('');
+    out.push('| ratio | ' + transports.map((t) => t.toUpperCase()).join(' | ') + ' | target |');
+    out.push(`|---|${transports.map(() => '---:').join('|')}|---|`);
+    const ratioRow = (name, a, b, target) =>
+      `| ${name} | ${transports.map((t) => f2(ratio(top(r, a, t), top(r, b, t)))).join(' | ')} | ${target} |`;
+    out.push(ratioRow('edge on Redis / Kamailio db_redis write-through', 'edge-redis', 'kamailio-redis', '≥ 3'));
+    out.push(ratioRow('edge embedded / Kamailio in memory', 'edge-memory', 'kamailio-memory', '≥ 0.75'));
+    out.push(ratioRow('edge on Redis / Kamailio in memory', 'edge-redis', 'kamailio-memory', '—'));
+    out.push('');
+  }
+
+  // ---- targets ----
+  out.push('## Targets of issue 5');
+  out.push('');
+  out.push('| target | measured | |');
+  out.push('|---|---|---|');
+  const ratioTarget = (a, b, min) => {
+    const vals = transports.map((t) => ratio(top(r, a, t), top(r, b, t)));
+    if (vals.some((v) => v === null)) return { text: '—', met: null };
+    return { text: transports.map((t, i) => `${t.toUpperCase()} ${f2(vals[i])}×`).join(', '), met: vals.every((v) => v >= min) };
+  };
+  let t = ratioTarget('edge-redis', 'kamailio-redis', 3);
+  out.push(`| edge on Redis ≥ 3 × Kamailio with usrloc written through to db_redis, UDP and TCP | ${t.text} | ${yes(t.met)} |`);
+  t = ratioTarget('edge-memory', 'kamailio-memory', 0.75);
+  out.push(`| edge on the embedded store ≥ 0.75 × Kamailio in memory | ${t.text} | ${yes(t.met)} |`);
+  const halves = [];
+  for (const sys of ['edge-redis', 'edge-memory']) {
+    for (const tr of transports) {
+      const h = r.ladders[sys]?.[tr]?.half;
+      if (h) halves.push({ sys, tr, h });
+    }
+  }
+  out.push(
+    `| p99 of a whole registration < 10 ms at half the edge's top sustained rate | ${
+      halves.length ? halves.map(({ sys, tr, h }) => `${sys} ${tr.toUpperCase()} @${int(h.rate)}/s: ${f2(h.p99)} ms`).join('; ') : '—'
+    } | ${yes(halves.length ? halves.every(({ h }) => h.p99 < 10) : null)} |`,
+  );
+  const w = r.wss;
+  out.push(
+    `| ≤ 10 KiB of edge memory per idle registered WSS flow | ${w ? `${f1(w.kibPerFlow)} KiB/flow over ${int(w.registered)} flows` : '—'} | ${yes(w ? w.kibPerFlow <= 10 : null)} |`,
+  );
+  out.push(`| WSS: N as large as the machine allows (aim 20,000+) | ${w ? `${int(w.registered)} registered of ${int(w.n)}` : '—'} | ${yes(w ? w.registered >= 20000 : null)} |`);
+  const apiRows = Object.entries(r.api).flatMap(([sys, a]) => a.rows.filter((x) => x.case.startsWith('list') && x.mode === '200/s').map((x) => ({ sys, x })));
+  out.push(
+    `| list of 100 endpoints with live state: p99 < 20 ms at 200 requests/s | ${
+      apiRows.length ? apiRows.map(({ sys, x }) => `${sys}: ${x.p99} ms`).join('; ') : '—'
+    } | ${yes(apiRows.length ? apiRows.every(({ x }) => x.p99 < 20 && x.errors === 0 && x.non2xx === 0) : null)} |`,
+  );
+  out.push('');
+
+  // ---- ladder details ----
+  if (Object.keys(r.ladders).length) {
+    out.push('## Ladder steps');
+    out.push('');
+    out.push('CPU in % of one core (200 % = the whole machine). "other" = machine CPU not used by the server, SIPp, Redis or the');
+    out.push('harness (other jobs on the machine, kernel softirq work). Latency = first REGISTER sent → 200 OK received, measured by SIPp (`-trace_rtt`).');
+    out.push('');
+    for (const sys of Object.keys(r.ladders)) {
+      const s = r.sanity[sys];
+      for (const tr of Object.keys(r.ladders[sys])) {
+        const l = r.ladders[sys][tr];
+        out.push(`### ${LABELS[sys] ?? sys} — ${tr.toUpperCase()}`);
+        if (s?.[tr]) {
+          out.push('');
+          out.push(
+            `Auth check: wrong password refused ${s[tr].wrongRefused}/${s[tr].of}, right password accepted ${s[tr].rightAccepted}/${s[tr].of}.`,
+          );
+        }
+        out.push('');
+        out.push('| target/s | achieved/s | ok | failed | retrans | p50 ms | p99 ms | max ms | server CPU | SIPp CPU | Redis CPU | other CPU | sustained |');
+        out.push('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+        const rows = [...l.steps];
+        if (l.half) rows.push({ ...l.half, halfStep: true });
+        for (const x of rows) {
+          out.push(
+            `| ${int(x.rate)}${x.halfStep ? ' (½ top)' : ''} | ${int(x.achieved)} | ${int(x.ok)} | ${int(x.failed)} | ${int(x.retrans)} | ${f2(x.p50)} | ${f2(x.p99)} | ${f2(x.max)} | ${int(x.serverCpu)} % | ${int(x.sippCpu)} % | ${
+              x.otherCpu?.length ? `${int(x.otherCpu[0])} %` : '—'
+            } | ${int(x.foreignCpu)} % | ${x.sustained ? 'yes' : 'no'}${x.retried ? ' (retried)' : ''} |`,
+          );
+        }
+        out.push('');
+      }
+    }
+  }
+
+  // ---- WSS ----
+  if (w) {
+    out.push('## WSS scale (sip-edge, Redis store)');
+    out.push('');
+    out.push('| flows asked | registered | failed | dropped while idle | registration rate /s | peak /s | edge RSS before | edge RSS after | KiB per flow | Redis bytes per flow | edge CPU while registering |');
+    out.push('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    out.push(
+      `| ${int(w.n)} | ${int(w.registered)} | ${int(w.failed)} | ${int(w.dropped)} | ${int(w.regRate)} | ${int(w.peakRate)} | ${int(w.rssBeforeKiB / 1024)} MiB | ${int(
+        w.rssAfterKiB / 1024,
+      )} MiB | ${f1(w.kibPerFlow)} | ${int(w.redisBytesPerFlow)} | ${int(w.edgeCpu)} % |`,
+    );
+    out.push('');
+    out.push(
+      `Each client: TLS WebSocket (subprotocol \`sip\`, self-signed certificate accepted), REGISTER → 401 → REGISTER with digest ` +
+        `(first offered algorithm, qop=auth) → 200, then a CRLF keep-alive frame every 25 s; ${w.processes} client processes, ` +
+        `source addresses spread over 127.0.x.y. RSS read after ${r.opts.wssIdleS} s of idling. N is capped by the edge being one ` +
+        `process with an open-files hard limit of ${m.nofile} (not raisable here: no CAP_SYS_RESOURCE).` +
+        (w.firstFailure ? ` First failure seen: ${w.firstFailure}.` : ''),
+    );
+    out.push('');
+  }
+
+  // ---- API ----
+  if (Object.keys(r.api).length) {
+    out.push('## HTTP API under load (autocannon)');
+    out.push('');
+    out.push('| store | request | load | req/s | p50 ms | p99 ms | max ms | errors | non-2xx | edge CPU |');
+    out.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const [sys, a] of Object.entries(r.api)) {
+      for (const x of a.rows) {
+        out.push(`| ${sys} | ${x.case} | ${x.mode} | ${int(x.rps)} | ${x.p50} | ${x.p99} | ${x.max} | ${x.errors} | ${x.non2xx} | ${int(x.edgeCpu)} % |`);
+      }
+    }
+    out.push('');
+    const a0 = Object.values(r.api)[0];
+    out.push(
+      `${Object.keys(r.api).length ? `Endpoints listed out of ${int(a0.total)}; ${a0.liveInFirstPage}/100 of the first page showed sip_registered=true. ` : ''}` +
+        `200/s: autocannon overallRate 200 over 10 connections; max: 16 connections, no rate limit. Each run ${r.opts.apiS} s. ` +
+        `The list walks all pages (offset 0…9,900) in turn.`,
+    );
+    out.push('');
+  }
+
+  // ---- profile ----
+  if (r.profile) {
+    const p = r.profile;
+    out.push('## Where the edge spends its CPU (node --cpu-prof, Redis store, UDP)');
+    out.push('');
+    if (r.profileStep) {
+      out.push(
+        `Profiled step: ${int(r.profileStep.rate)}/s asked, ${int(r.profileStep.achieved)}/s achieved, edge CPU ${int(r.profileStep.serverCpu)} %. ` +
+          `Profile: \`${p.file}\` (${int(p.totalMs)} ms on-CPU samples, ${int(p.idleMs)} ms idle over the whole process life).`,
+      );
+      out.push('');
+    }
+    out.push('| module | self % |');
+    out.push('|---|---:|');
+    for (const x of p.modules.slice(0, 12)) out.push(`| ${x.module} | ${f1(x.pct)} |`);
+    out.push('');
+    out.push('| function | where | self % |');
+    out.push('|---|---|---:|');
+    for (const x of p.functions.slice(0, 20)) out.push(`| ${x.name} | ${x.where} | ${f1(x.pct)} |`);
+    out.push('');
+  }
+
+  // ---- method ----
+  out.push('## Method');
+  out.push('');
+  out.push(
+    '- SIPp scenario `bench/sipp/register.xml`: REGISTER, 401, REGISTER with MD5 digest (User-Agent `SIPp-bench`, so the edge ' +
+      'offers MD5 alone), 200; response-time timer over the whole exchange. 10,000 endpoints split into two injection files, one per SIPp ' +
+      'process (`-t u1` / `-t t1`: one socket or connection each), Expires 3600, a fixed Contact per user so steps refresh bindings.',
+  );
+  out.push(
+    `- Every system first gets a ${r.opts.warmS} s warm-up at 2,000/s (not reported); the ladder stops at the first step that is not ` +
+      `sustained (after ${r.opts.retry} retry per ladder). sip-edge additionally runs one step at half its top rate for the p99 target.`,
+  );
+  out.push(
+    '- Kamailio: `bench/kamailio/kamailio.cfg` (children=8, tcp_children=8), digest auth (MD5, qop=auth) with HA1 values of the same ' +
+      '10,000 users from an htable loaded at start from a db_text table; registrar + usrloc, db_mode 0, or db_mode 1 to Redis through ' +
+      `db_redis (schema files in \`bench/kamailio/db_redis/\`).${r.opts.kamailioRedisAuth ? ' In this run kamailio-redis also read credentials from Redis per request (auth_db).' : ''} ` +
+      'Before its ladder each system must refuse a wrong password and accept the right one over each transport.',
+  );
+  out.push(
+    `- sip-edge: \`node dist/main.js\` as built by \`npm run build\`, LOG_LEVEL=info, endpoints created over its HTTP API; Redis: a private ` +
+      '`redis-server` without persistence on loopback.',
+  );
+  out.push(
+    r.fineClock
+      ? '- SIPp reads time with CLOCK_MONOTONIC_COARSE (4 ms steps on this kernel); the harness preloads `bench/sipp/fineclock.c` so latencies are precise to the microsecond.'
+      : '- No C compiler: SIPp latencies are in 4 ms steps (CLOCK_MONOTONIC_COARSE).',
+  );
+  for (const n of r.notes) out.push(`- ${n}`);
+  out.push('');
+  return out.join('\n');
+}

@@ -1,0 +1,112 @@
+// WSS scale part: N concurrent registered WebSocket flows against the edge.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
+import { startEdge } from './edge.mjs';
+import { rssKiB, sleep, cpuMeter } from './proc.mjs';
+import { redisPipeline } from './redis.mjs';
+
+/** Provision `users` credentials straight into Redis db `db` the way the API does (HA1 only). */
+async function provisionRedis(root, url, domain, users) {
+  const { Redis } = await import(pathToFileURL(join(root, 'node_modules/ioredis/built/index.js')).href);
+  const { RedisCredentialStore } = await import(pathToFileURL(join(root, 'dist/store/redis-store.js')).href);
+  const { computeHa1 } = await import(pathToFileURL(join(root, 'dist/auth/digest.js')).href);
+  const redis = new Redis(url);
+  const store = new RedisCredentialStore(redis);
+  for (let i = 0; i < users.length; i += 1000) {
+    await Promise.all(
+      users.slice(i, i + 1000).map((u) =>
+        store.put(domain, u.user, {
+          endpointId: `wss-${u.user}`,
+          ha1Md5: computeHa1('MD5', u.user, domain, u.password),
+          ha1Sha256: computeHa1('SHA-256', u.user, domain, u.password),
+        }),
+      ),
+    );
+  }
+  await redis.quit();
+}
+
+/**
+ * Run the WSS scale test. Returns {n, registered, failed, dropped, rssBeforeKiB,
+ * rssAfterKiB, kibPerFlow, regRate, peakRate, seconds, edgeCpu, redisBytesPerFlow}.
+ */
+export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS = 10, log }) {
+  const domain = 'wss.sip.localhost';
+  const users = Array.from({ length: n }, (_, i) => ({ user: `w${String(i + 1).padStart(6, '0')}`, password: `wss-pw-${i + 1}-x` }));
+  const db = 2;
+  await redisPipeline(redis.port, db, [['FLUSHDB']]);
+  await provisionRedis(root, redis.url(db), domain, users);
+  const edge = await startEdge({ root, tmp, name: 'edge-wss', store: 'redis', redisUrl: redis.url(db), listeners: ['wss'] });
+  const results = { n, processes: 0 };
+  const clients = [];
+  try {
+    await sleep(2000);
+    results.rssBeforeKiB = rssKiB(edge.pid);
+    const redisMem0 = await redis.usedMemory();
+    const cpu = cpuMeter([edge.pid]);
+    cpu.begin();
+    const k = Math.ceil(n / perProcess);
+    results.processes = k;
+    const state = Array.from({ length: k }, () => ({ registered: 0, failed: 0, dropped: 0, done: false, ms: 0, firstFailure: null }));
+    const t0 = Date.now();
+    const timeline = [];
+    for (let p = 0; p < k; p++) {
+      const slice = users.slice(p * perProcess, (p + 1) * perProcess);
+      // Source addresses 127.0.0.x: each has its own ephemeral port range.
+      const localAddresses = Array.from({ length: 8 }, (_, j) => `127.0.${1 + p}.${10 + j}`);
+      const cfg = { url: `wss://127.0.0.1:${edge.ports.wss}`, domain, users: slice, localAddresses, window: 64, keepaliveS: 25, expires: 3600 };
+      const child = spawn(process.execPath, ['--max-old-space-size=4096', join(root, 'bench/lib/wss-client.mjs'), JSON.stringify(cfg)], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      clients.push(child);
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        try {
+          const o = JSON.parse(line);
+          Object.assign(state[p], o);
+          if (o.type === 'done') state[p].done = true;
+        } catch {
+          /* ignore */
+        }
+      });
+    }
+    // Wait until every client process has finished its registrations (or 240 s).
+    let last = 0;
+    while (Date.now() - t0 < 240_000) {
+      await sleep(1000);
+      const reg = state.reduce((a, s) => a + s.registered, 0);
+      timeline.push({ t: (Date.now() - t0) / 1000, reg, rate: reg - last });
+      last = reg;
+      if (state.every((s) => s.done)) break;
+    }
+    const tReg = (Date.now() - t0) / 1000;
+    results.seconds = tReg;
+    results.edgeCpu = cpu.end();
+    results.registered = state.reduce((a, s) => a + s.registered, 0);
+    results.failed = state.reduce((a, s) => a + s.failed, 0);
+    results.firstFailure = state.find((s) => s.firstFailure)?.firstFailure ?? null;
+    // Registration rate: flows registered per second from the first connect to the last 200 OK.
+    const lastMs = Math.max(...state.map((s) => s.ms || 0));
+    results.regRate = results.registered / Math.max(0.001, lastMs / 1000);
+    results.peakRate = Math.max(0, ...timeline.map((x) => x.rate));
+    log?.(`wss: ${results.registered}/${n} registered in ${(lastMs / 1000).toFixed(1)} s; idling ${idleS} s with keep-alives`);
+    await sleep(idleS * 1000);
+    results.rssAfterKiB = rssKiB(edge.pid);
+    results.dropped = state.reduce((a, s) => a + s.dropped, 0);
+    results.open = state.reduce((a, s) => a + (s.open ?? 0), 0);
+    results.kibPerFlow = (results.rssAfterKiB - results.rssBeforeKiB) / Math.max(1, results.registered);
+    results.redisBytesPerFlow = ((await redis.usedMemory()) - redisMem0) / Math.max(1, results.registered);
+  } finally {
+    for (const c of clients) {
+      try {
+        process.kill(c.pid, 'SIGTERM');
+      } catch {
+        /* gone */
+      }
+    }
+    await Promise.all(clients.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r)))));
+    await edge.stop();
+  }
+  return results;
+}

@@ -1,0 +1,359 @@
+#!/usr/bin/env node
+// sip-edge benchmark harness: `npm run bench` (never part of `npm test`).
+//
+// Side by side with Kamailio (Debian package) on this machine:
+//   ladder   REGISTER rate ladder (digest: 401 then 200 = one registration), 10,000
+//            endpoints, two SIPp processes at half the rate each, UDP and TCP, against
+//            edge-redis, edge-memory, kamailio-memory (usrloc db_mode 0) and
+//            kamailio-redis (usrloc db_mode 1 write-through via db_redis);
+//   api      HTTP API under autocannon: retrieve one endpoint, list 100 with live state;
+//   profile  node --cpu-prof of the edge (Redis store) at its top UDP rate;
+//   wss      N concurrent registered WSS flows held by the edge: RSS per flow, rate.
+// Writes bench/results/<date>.md (+ .json) and prints the Markdown.
+//
+// Options (argv --name=value or env BENCH_NAME):
+//   --parts=ladder,api,profile,wss      parts to run (default: all)
+//   --systems=edge-redis,edge-memory,kamailio-memory,kamailio-redis
+//   --transports=udp,tcp
+//   --rates=1000,2000,...               ladder steps, registrations/s (total of both SIPps)
+//   --step=10                           seconds per ladder step (issue suggests 20; 10 fits 20 min)
+//   --warm=5                            warm-up seconds per system/transport at 2,000/s (not reported)
+//   --wss-n=19000                       WSS flows (the edge is one process: RLIMIT_NOFILE caps it)
+//   --wss-idle=10                       seconds of idling (keep-alives) before RSS is read
+//   --api-seconds=8                     seconds per autocannon run
+//   --profile-seconds=10
+//   --budget=1140                       seconds the whole run may take; steps shrink to fit
+//   --kamailio-redis-auth=0             1: kamailio-redis also reads credentials per request from Redis (auth_db)
+//   --no-install / --no-build           skip apt and npm run build
+//   --retry=1                           a failed ladder step is retried this often once per ladder
+// Examples: npm run bench -- --parts=ladder --systems=edge-memory --transports=udp --step=5
+import { execFileSync, execSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpus, totalmem, release } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startRedis, redisPipeline } from './lib/redis.mjs';
+import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edge.mjs';
+import { startKamailio } from './lib/kamailio.mjs';
+import { writeInjection, runStep } from './lib/sipp.mjs';
+import { apiBench } from './lib/api.mjs';
+import { wssScale } from './lib/wss.mjs';
+import { summariseProfile } from './lib/profile.mjs';
+import { have } from './lib/proc.mjs';
+import { renderReport } from './lib/report.mjs';
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const T0 = Date.now();
+const elapsed = () => (Date.now() - T0) / 1000;
+const log = (...a) => process.stderr.write(`[bench ${elapsed().toFixed(0).padStart(4)}s] ${a.join(' ')}\n`);
+
+// ---------- options ----------
+function option(name, def) {
+  const flag = `--${name}`;
+  for (const a of process.argv.slice(2)) {
+    if (a === flag) return '1';
+    if (a === `--no-${name}`) return '0';
+    if (a.startsWith(`${flag}=`)) return a.slice(flag.length + 1);
+  }
+  const env = process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
+  return env !== undefined && env !== '' ? env : def;
+}
+const list = (v) => String(v).split(',').map((s) => s.trim()).filter(Boolean);
+const opts = {
+  parts: list(option('parts', 'ladder,api,profile,wss')),
+  systems: list(option('systems', 'edge-redis,edge-memory,kamailio-memory,kamailio-redis')),
+  transports: list(option('transports', 'udp,tcp')),
+  rates: list(option('rates', '1000,2000,4000,6000,8000,10000,13000,16000,20000,24000')).map(Number),
+  stepS: Number(option('step', '10')),
+  warmS: Number(option('warm', '5')),
+  wssN: Number(option('wss-n', '19000')),
+  wssIdleS: Number(option('wss-idle', '10')),
+  apiS: Number(option('api-seconds', '8')),
+  profileS: Number(option('profile-seconds', '10')),
+  budgetS: Number(option('budget', '1140')),
+  kamailioRedisAuth: option('kamailio-redis-auth', '0') === '1',
+  install: option('install', '1') === '1',
+  build: option('build', '1') === '1',
+  retry: Number(option('retry', '1')),
+  users: Number(option('users', '10000')),
+};
+
+// ---------- packages ----------
+function ensurePackages() {
+  const need = [];
+  const dpkgOk = (p) => {
+    try {
+      return execFileSync('dpkg-query', ['-W', '-f=${Status}', p], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().includes('install ok installed');
+    } catch {
+      return false;
+    }
+  };
+  for (const [pkg, ok] of [
+    ['sip-tester', () => have('sipp')],
+    ['redis-server', () => have('redis-server')],
+    ['kamailio', () => have('kamailio') || existsSync('/usr/sbin/kamailio')],
+    ['kamailio-redis-modules', () => dpkgOk('kamailio-redis-modules')],
+  ]) {
+    if (!ok()) need.push(pkg);
+  }
+  if (need.length === 0) return;
+  log(`installing Debian packages: ${need.join(' ')}`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  execSync('apt-get update -qq', { stdio: 'inherit', env });
+  execSync(`apt-get install -y -qq --no-install-recommends ${need.join(' ')}`, { stdio: 'inherit', env });
+}
+
+function versions() {
+  const v = (cmd, args, re) => {
+    try {
+      const out = execFileSync(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+      return (re.exec(out)?.[1] ?? out.split('\n')[0]).trim();
+    } catch (e) {
+      const out = `${e.stdout ?? ''}${e.stderr ?? ''}`;
+      return (re.exec(out)?.[1] ?? '?').trim();
+    }
+  };
+  return {
+    node: process.version,
+    kamailio: v('kamailio', ['-v'], /version:\s*kamailio\s+(\S+)/),
+    sipp: v('sipp', ['-v'], /SIPp\s+(v?[\d.]+)/),
+    redis: v('redis-server', ['--version'], /v=(\S+)/),
+    cpu: cpus()[0]?.model ?? '?',
+    cores: cpus().length,
+    memGiB: (totalmem() / 2 ** 30).toFixed(1),
+    kernel: release(),
+    nofile: (() => {
+      try {
+        return execSync('ulimit -Hn', { shell: '/bin/bash' }).toString().trim();
+      } catch {
+        return '?';
+      }
+    })(),
+  };
+}
+
+/** LD_PRELOAD shim giving SIPp a precise clock (else its times come in 4 ms steps). */
+function buildFineClock(tmp) {
+  const out = join(tmp, 'fineclock.so');
+  for (const cc of ['cc', 'gcc']) {
+    if (!have(cc)) continue;
+    try {
+      execFileSync(cc, ['-O2', '-shared', '-fPIC', '-o', out, join(ROOT, 'bench/sipp/fineclock.c'), '-ldl'], { stdio: 'ignore' });
+      return out;
+    } catch {
+      /* try next */
+    }
+  }
+  return null;
+}
+
+// ---------- ladder ----------
+const SYSTEMS = {
+  'edge-redis': { kind: 'edge', store: 'redis', label: 'sip-edge, Redis store' },
+  'edge-memory': { kind: 'edge', store: 'memory', label: 'sip-edge, embedded store' },
+  'kamailio-memory': { kind: 'kamailio', variant: 'memory', label: 'Kamailio, usrloc db_mode 0 (memory)' },
+  'kamailio-redis': { kind: 'kamailio', variant: 'redis', label: 'Kamailio, usrloc db_mode 1 → db_redis' },
+};
+
+/** Seconds left for the ladders, leaving room for the parts still to come. */
+function ladderSecondsLeft() {
+  let reserve = 20;
+  if (opts.parts.includes('wss')) reserve += 150;
+  if (opts.parts.includes('profile')) reserve += 45;
+  return opts.budgetS - elapsed() - reserve;
+}
+
+async function ladder({ sys, target, files, transport, preload, redisPid, stepBudgetS, tmp }) {
+  const steps = [];
+  let retries = opts.retry;
+  const tLadder = Date.now();
+  const stepS = () => {
+    // Shrink steps when this ladder has used its share of the budget.
+    const used = (Date.now() - tLadder) / 1000;
+    return used > stepBudgetS ? Math.max(4, Math.round(opts.stepS / 2)) : opts.stepS;
+  };
+  const extraPids = redisPid ? [redisPid] : [];
+  // Warm-up: every user registered once (JIT, caches, first inserts); not reported.
+  if (opts.warmS > 0) {
+    await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate: 2000, seconds: opts.warmS, files, preload, extraPids });
+  }
+  for (let i = 0; i < opts.rates.length; i++) {
+    const rate = opts.rates[i];
+    if (ladderSecondsLeft() < stepS() + 5) {
+      log(`${sys}/${transport}: out of time budget; ladder stops before ${rate}/s`);
+      break;
+    }
+    const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-${rate}`), target, transport, rate, seconds: stepS(), files, preload, extraPids });
+    steps.push(r);
+    log(
+      `${sys}/${transport} ${rate}/s: achieved ${r.achieved.toFixed(0)}/s ok ${r.ok}/${r.planned} failed ${r.failed} retrans ${r.retrans}` +
+        ` p50 ${r.p50?.toFixed(2)} p99 ${r.p99?.toFixed(2)} ms server ${r.serverCpu.toFixed(0)}% sipp ${r.sippCpu.toFixed(0)}% other ${r.foreignCpu.toFixed(0)}% → ${r.sustained ? 'sustained' : 'NOT sustained'}`,
+    );
+    if (!r.sustained) {
+      if (retries > 0 && ladderSecondsLeft() > 2 * stepS()) {
+        retries--;
+        r.retried = true;
+        log(`${sys}/${transport} ${rate}/s: retrying once (noise from other load is common on a shared machine)`);
+        i--;
+        continue;
+      }
+      break;
+    }
+  }
+  const sustained = steps.filter((s) => s.sustained);
+  const top = sustained.length ? Math.max(...sustained.map((s) => s.rate)) : 0;
+  return { steps, top };
+}
+
+/** Wrong password must fail and the right one must succeed, on both transports. */
+async function sanity({ sys, target, users, domain, tmp, transports }) {
+  const bad = writeInjection(join(tmp, 'inj'), `${sys}-bad`, users.slice(0, 100).map((u) => ({ ...u, password: `${u.password}-wrong` })), domain);
+  const good = writeInjection(join(tmp, 'inj'), `${sys}-good`, users.slice(0, 100), domain);
+  const out = {};
+  for (const transport of transports) {
+    const w = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-wrongpw`), target, transport, rate: 100, seconds: 1, files: bad, scenario: 'register-wrong.xml' });
+    const g = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-rightpw`), target, transport, rate: 100, seconds: 1, files: good });
+    out[transport] = { wrongRefused: w.ok, wrongAccepted: w.failed, rightAccepted: g.ok, of: 100 };
+  }
+  out.ok = transports.every((t) => out[t].wrongRefused === 100 && out[t].rightAccepted === 100);
+  return out;
+}
+
+// ---------- main ----------
+async function main() {
+  const stamp = new Date().toISOString().replace(/:\d\d\.\d+Z$/, '').replace(':', '');
+  const tmp = join(ROOT, 'bench/.tmp', `run-${stamp}`);
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  if (opts.install) ensurePackages();
+  if (opts.build) {
+    log('npm run build');
+    execSync('npm run build --silent', { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  const preload = buildFineClock(tmp);
+  const machine = versions();
+  log(`machine: ${machine.cores} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}, kamailio ${machine.kamailio}, sipp ${machine.sipp}, redis ${machine.redis}`);
+  const results = { stamp, date: new Date().toISOString(), opts, machine, fineClock: !!preload, ladders: {}, sanity: {}, api: {}, wss: null, profile: null, notes: [] };
+  const redis = await startRedis(tmp);
+  const users = benchUsers(opts.users);
+  let edgeRedisAccount = null; // reused by the profile part (directory and credentials stay in Redis db 0)
+
+  try {
+    const wantLadder = opts.parts.includes('ladder');
+    const wantApi = opts.parts.includes('api');
+    const systems = opts.systems.filter((s) => SYSTEMS[s] && (wantLadder || (wantApi && SYSTEMS[s].kind === 'edge')));
+    for (let si = 0; si < systems.length; si++) {
+      const sys = systems[si];
+      const def = SYSTEMS[sys];
+      let server;
+      let domain;
+      let account = null;
+      let endpointIds = [];
+      log(`=== ${sys}: ${def.label}`);
+      if (def.kind === 'edge') {
+        if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
+        server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0) });
+        account = await createAccount(server, sys);
+        const t = Date.now();
+        endpointIds = await createEndpoints(server, account, users, 16);
+        log(`${sys}: ${users.length} endpoints created over the HTTP API in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+        domain = account.domain;
+        if (def.store === 'redis') edgeRedisAccount = { account, endpointIds };
+      } else {
+        domain = 'kamailio.sip.localhost';
+        server = await startKamailio({ root: ROOT, tmp, variant: def.variant, users, domain, redis, redisDb: 1, redisAuth: opts.kamailioRedisAuth });
+      }
+      const target = { pid: server.pid, ports: server.ports, cpuTree: def.kind === 'kamailio' };
+      const usesRedis = def.store === 'redis' || def.variant === 'redis';
+      try {
+        const files = writeInjection(join(tmp, 'inj'), sys, users, domain);
+        if (wantLadder) {
+          results.sanity[sys] = await sanity({ sys, target, users, domain, tmp, transports: opts.transports });
+          log(`${sys}: auth sanity ${JSON.stringify(results.sanity[sys])}`);
+          if (!results.sanity[sys].ok) results.notes.push(`${sys}: authentication sanity check FAILED — its numbers are not trustworthy.`);
+          results.ladders[sys] = {};
+          const remainingLadders = (systems.length - si) * opts.transports.length;
+          for (const transport of opts.transports) {
+            const stepBudgetS = Math.max(30, ladderSecondsLeft() / Math.max(1, remainingLadders));
+            const l = await ladder({ sys, target, files, transport, preload, redisPid: usesRedis ? redis.pid : null, stepBudgetS, tmp });
+            // p99 at half the top sustained rate, measured by its own step.
+            if (def.kind === 'edge' && l.top > 0 && ladderSecondsLeft() > opts.stepS + 5) {
+              const half = Math.round(l.top / 2);
+              l.half = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-half`), target, transport, rate: half, seconds: opts.stepS, files, preload, extraPids: usesRedis ? [redis.pid] : [] });
+              log(`${sys}/${transport} half rate ${half}/s: p50 ${l.half.p50.toFixed(2)} p99 ${l.half.p99.toFixed(2)} ms, ${l.half.sustained ? 'sustained' : 'NOT sustained'}`);
+            }
+            results.ladders[sys][transport] = l;
+          }
+        }
+        if (wantApi && def.kind === 'edge') {
+          if (!wantLadder) {
+            // Register every endpoint once so the list has live state.
+            await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-api-register`), target, transport: 'udp', rate: 2000, seconds: Math.ceil(users.length / 2000), files });
+          }
+          log(`${sys}: HTTP API under autocannon`);
+          results.api[sys] = await apiBench({ root: ROOT, edge: server, account, endpointIds, seconds: opts.apiS });
+          for (const r of results.api[sys].rows) log(`${sys} API ${r.case} @${r.mode}: ${r.rps.toFixed(0)} req/s p99 ${r.p99} ms errors ${r.errors} non2xx ${r.non2xx}`);
+        }
+      } finally {
+        await server.stop();
+      }
+    }
+
+    if (opts.parts.includes('profile')) {
+      log('=== profile: node --cpu-prof of the edge (Redis store) under the UDP ladder');
+      const profDir = join(ROOT, 'bench/.tmp/profile');
+      mkdirSync(profDir, { recursive: true });
+      const name = `edge-${stamp}.cpuprofile`;
+      if (!edgeRedisAccount) await redisPipeline(redis.port, 0, [['FLUSHDB']]);
+      const edge = await startEdge({ root: ROOT, tmp, name: 'edge-profile', store: 'redis', redisUrl: redis.url(0), nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
+      try {
+        let account = edgeRedisAccount?.account;
+        if (!account) {
+          account = await createAccount(edge, 'profile');
+          await createEndpoints(edge, account, users, 16);
+        }
+        const files = writeInjection(join(tmp, 'inj'), 'profile', users, account.domain);
+        const target = { pid: edge.pid, ports: edge.ports };
+        const top = results.ladders['edge-redis']?.udp?.top || 4000;
+        // At the top sustained rate and one step above: what saturates.
+        const rate = opts.rates.find((r) => r > top) ?? top;
+        await runStep({ root: ROOT, dir: join(tmp, 'steps', 'profile-warm'), target, transport: 'udp', rate: 2000, seconds: 3, files, preload });
+        const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', 'profile'), target, transport: 'udp', rate, seconds: opts.profileS, files, preload, extraPids: [redis.pid] });
+        log(`profile step ${rate}/s: achieved ${r.achieved.toFixed(0)}/s, server CPU ${r.serverCpu.toFixed(0)}%`);
+        results.profileStep = r;
+      } finally {
+        await edge.stop(15000);
+      }
+      const file = join(profDir, name);
+      if (existsSync(file)) {
+        results.profile = { file: `bench/.tmp/profile/${name}`, ...summariseProfile(file, { root: ROOT, top: 20 }) };
+      } else {
+        results.notes.push('profile: the edge wrote no .cpuprofile (did it exit cleanly?)');
+      }
+    }
+
+    if (opts.parts.includes('wss')) {
+      log(`=== wss: ${opts.wssN} concurrent WSS flows`);
+      results.wss = await wssScale({ root: ROOT, tmp, redis, n: opts.wssN, idleS: opts.wssIdleS, log });
+      log(`wss: ${JSON.stringify(results.wss)}`);
+    }
+  } finally {
+    await redis.stop();
+  }
+
+  results.seconds = elapsed();
+  const md = renderReport(results);
+  const outDir = join(ROOT, 'bench/results');
+  mkdirSync(outDir, { recursive: true });
+  const base = join(outDir, stamp.replace('T', '-'));
+  writeFileSync(`${base}.md`, md);
+  // Step details without the raw latency arrays.
+  writeFileSync(`${base}.json`, JSON.stringify(results, null, 1));
+  process.stdout.write(md + '\n');
+  log(`wrote ${base}.md and .json in ${elapsed().toFixed(0)} s`);
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench failed: ${e.stack ?? e}\n`);
+  process.exit(1);
+});
