@@ -205,6 +205,8 @@ export class TestUa {
   port = 0;
   /** Status for incoming INVITEs (200 answers with SDP). */
   answerStatus = 200;
+  /** The dialog of the last answered call placed with `keep`. */
+  lastDialog: TestDialog | null = null;
 
   constructor(
     private readonly edgePort: number,
@@ -351,7 +353,8 @@ export class TestUa {
     if (method === 'INVITE' && res.status === 200) {
       const dialog = new TestDialog(this, res, callId, tag);
       dialog.send('ACK', 2);
-      if (!opts.keep) await dialog.bye();
+      if (opts.keep) this.lastDialog = dialog;
+      else await dialog.bye();
     }
     return res;
   }
