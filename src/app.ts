@@ -20,6 +20,8 @@ import { UdpTransport } from './transport/udp.js';
 import { StreamTransport } from './transport/stream.js';
 import { WsTransport } from './transport/ws.js';
 import { loadTlsCredentials } from './transport/tls-credentials.js';
+import { Hardening } from './security/hardening.js';
+import { Metrics, countStoreErrors } from './metrics.js';
 import type { Directory } from './store/directory.js';
 import { MemoryDirectory } from './store/directory-memory.js';
 import { RedisDirectory } from './store/directory-redis.js';
@@ -37,6 +39,8 @@ export interface App {
   readonly credentials: CredentialStore;
   readonly directory: Directory;
   readonly registrar: Registrar;
+  /** Prometheus registry and hooks of this server (`GET /metrics`). */
+  readonly metrics: Metrics;
   start(): Promise<Listening>;
   stop(): Promise<void>;
   /** Re-read the TLS certificate and key (SIGHUP); open flows keep theirs. */
@@ -70,6 +74,20 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     directory = new MemoryDirectory();
   }
 
+  // Hardening and operability (README "Hardening", "Metrics"): store errors are counted
+  // on every path, API included; transports reach the rate limiter through the router.
+  const metrics = new Metrics();
+  location = countStoreErrors(location, 'location', metrics);
+  credentials = countStoreErrors(credentials, 'credentials', metrics);
+  directory = countStoreErrors(directory, 'directory', metrics);
+  const hardening = new Hardening(config, {
+    redis,
+    log,
+    closeFlow: (flow) => {
+      if (flow.connId) transports.get(flow.transport)?.closeFlow(flow.connId);
+    },
+  });
+
   const nonces = new NonceManager({
     secret: config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32),
     ttlSeconds: config.nonceTtl,
@@ -79,6 +97,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     nonces,
     algorithms: config.digestAlgorithms,
     md5OnlyUserAgents: config.digestMd5OnlyUserAgents,
+    guard: hardening.guard,
   });
   const registrar = new Registrar({
     store: location,
@@ -93,6 +112,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     sipDomain: config.sipDomain,
     nodeId: config.nodeId,
     log: log.child({ component: 'registrar' }),
+    onOutcome: (outcome, transport) => metrics.registerOutcome(outcome, transport),
   });
 
   const handlers = new Map<string, RequestHandler>([
@@ -100,6 +120,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     // OPTIONS is the keep-alive and capability probe of phones and monitors (RFC 3261 §11.2).
     ['OPTIONS', async () => ({ status: 200, reason: 'OK', headers: [['Accept', 'application/sdp'], ['Supported', 'path, outbound']] })],
   ]);
+  // The bound on pending requests; REGISTER needs the store and gets 503 at once while it is down.
+  for (const [method, h] of handlers) handlers.set(method, hardening.gate.wrap(h, method === 'REGISTER'));
   const transports = new Map<SipTransportName, Transport>();
   const sipLog = log.child({ component: 'sip' });
   // The stateful proxy (RFC 3261 §16) for everything but REGISTER and OPTIONS to the server.
@@ -130,18 +152,31 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     limits: { maxMessageSize: config.maxMessageSize, maxHeaders: config.maxHeaders, maxLineLength: config.maxLineLength },
     log: sipLog,
     server: SERVER_NAME,
+    admit: (flow, size): boolean => hardening.admit(flow, size, router.pendingTransactions),
+    onResponse: (method, status, transport, startedAt) => metrics.sipResponse(method, status, transport, startedAt),
     onFlowClosed: (flow) => {
-      if (flow.connId) void registrar.flowClosed(flow.connId);
+      if (flow.connId) hardening.settle(registrar.flowClosed(flow.connId));
     },
   });
 
+  metrics.attach(
+    hardening.metricSources({
+      transports,
+      location,
+      transactions: () => router.pendingTransactions,
+      storeUp: () => (redis ? redis.status === 'ready' : true),
+    }),
+  );
+
   const needTls = config.tlsPort !== null || config.wssPort !== null;
-  let tlsCreds = needTls ? loadTlsCredentials(config.tlsCertFile, config.tlsKeyFile, log) : null;
+  let tlsCreds = needTls ? hardening.tls(loadTlsCredentials(config.tlsCertFile, config.tlsKeyFile, log)) : null;
   const stream = {
     host: config.sipHost,
     maxMessageSize: config.maxMessageSize,
     idleTimeout: config.idleTimeout,
+    headerTimeout: config.headerTimeout,
     maxConnections: config.maxConnections,
+    gate: hardening.connectionGate,
   };
   if (config.udpPort !== null) {
     transports.set('udp', new UdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize));
@@ -175,6 +210,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     credentials,
     directory,
     registrar,
+    metrics,
     async start() {
       if (redis && redis.status !== 'ready') {
         // Give Redis a moment so the first REGISTERs do not meet a 503; start regardless
@@ -198,18 +234,40 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         started.push(t);
       }
       if (config.httpPort !== null) {
-        http = await buildApiServer({ config, logger: log.child({ component: 'api' }), location, credentials, directory, redis, onEndpointRemoved });
+        http = await buildApiServer({
+          config,
+          logger: log.child({ component: 'api' }),
+          location,
+          credentials,
+          directory,
+          redis,
+          onEndpointRemoved,
+          ops: {
+            registry: metrics.registry,
+            draining: () => hardening.draining,
+            onHttpResponse: (method, route, status, seconds) => metrics.httpResponse(method, route, status, seconds),
+          },
+        });
         await http.listen({ host: config.httpHost, port: config.httpPort });
         const a = http.server.address();
         if (a && typeof a === 'object') listening.http = { address: a.address, port: a.port };
       }
+      metrics.startEventLoopMonitor();
       return listening;
     },
     async stop() {
+      // Graceful (SIGTERM): drop new messages and stop accepting connections, let the
+      // requests in flight answer, then close flows (WebSockets with 1001) and stores.
+      hardening.draining = true;
+      for (const t of started) t.stopAccepting?.();
+      await hardening.gate.idle(2000);
       if (http) await http.close();
       http = null;
       for (const t of started.reverse()) await t.stop();
       started.length = 0;
+      await hardening.settled(1000);
+      hardening.stop();
+      metrics.stop();
       router.stop();
       await location.close();
       await credentials.close();
@@ -224,7 +282,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     },
     reloadTls() {
       if (!needTls) return;
-      tlsCreds = loadTlsCredentials(config.tlsCertFile, config.tlsKeyFile, log);
+      tlsCreds = hardening.tls(loadTlsCredentials(config.tlsCertFile, config.tlsKeyFile, log));
       for (const t of transports.values()) {
         if (t instanceof StreamTransport || t instanceof WsTransport) t.setSecureContext(tlsCreds);
       }

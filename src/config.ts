@@ -1,5 +1,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { ConfigError } from './errors.js';
 
 /** A listener port: a number (0 = pick a free port) or null when switched `off`. */
@@ -78,6 +80,50 @@ export interface Config {
   /** HTTP API requests per minute per Auth ID. @default 1000 */
   apiRateLimit: number;
   /**
+   * SIP messages one source address may send per {@link Config.rateWindow} before it
+   * is banned (kamailio pike's reqs_density_per_unit); 0 = no limit. @default 100
+   */
+  rateLimit: number;
+  /** Seconds of one rate-limit sampling window (pike sampling_time_unit). @default 2 */
+  rateWindow: number;
+  /** Seconds a source over the rate stays banned: its packets are dropped unread. @default 300 */
+  banTime: number;
+  /**
+   * Addresses and CIDR blocks exempt from the rate limit, bans, the per-address
+   * connection cap and per-source auth-failure counting (local proxies, monitors,
+   * load generators). @default ['127.0.0.0/8', '::1']
+   */
+  trustedAddresses: string[];
+  /** Seconds over which failed digest attempts are counted. @default 300 */
+  authFailureWindow: number;
+  /** Failed digest attempts from one source address within the window before it is refused. @default 20 */
+  authMaxFailuresPerSource: number;
+  /**
+   * Failed digest attempts against one endpoint (known or not) within the window
+   * before it is refused to every source that has not authenticated as it lately. @default 10
+   */
+  authMaxFailuresPerEndpoint: number;
+  /** Seconds a refused source or endpoint stays refused, its passwords unchecked. @default 900 */
+  authCooloff: number;
+  /** Most concurrent stream connections from one address (trusted addresses exempt). @default 200 */
+  maxConnectionsPerAddress: number;
+  /**
+   * Seconds a stream connection may take to deliver a started message (and its first
+   * one), a TLS handshake or a WebSocket upgrade request; slow senders are cut. @default 10
+   */
+  headerTimeout: number;
+  /** Requests being processed at once; more get 503 + Retry-After. @default 5000 */
+  maxPendingRequests: number;
+  /**
+   * Server transactions remembered for retransmissions (RFC 3261 §17.2.2, UDP); at
+   * the cap new requests are dropped unread until entries expire. @default 200000
+   */
+  maxTransactions: number;
+  /** OpenSSL cipher list for TLS/WSS (TLS 1.3 suites may be named too); null = Node's default. @default null */
+  tlsCiphers: string | null;
+  /** Oldest TLS version accepted. @default 'TLSv1.2' */
+  tlsMinVersion: 'TLSv1.2' | 'TLSv1.3';
+  /**
    * Where calls and messages to telephone numbers go: a `sip:` URI reached over
    * UDP (`sip:gw.example.net:5060`); the number becomes its user part. Unset →
    * such requests get 503. @default null
@@ -129,6 +175,20 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   idleTimeout: 300,
   maxConnections: 50000,
   apiRateLimit: 1000,
+  rateLimit: 100,
+  rateWindow: 2,
+  banTime: 300,
+  trustedAddresses: ['127.0.0.0/8', '::1'],
+  authFailureWindow: 300,
+  authMaxFailuresPerSource: 20,
+  authMaxFailuresPerEndpoint: 10,
+  authCooloff: 900,
+  maxConnectionsPerAddress: 200,
+  headerTimeout: 10,
+  maxPendingRequests: 5000,
+  maxTransactions: 200_000,
+  tlsCiphers: null,
+  tlsMinVersion: 'TLSv1.2' as 'TLSv1.2' | 'TLSv1.3',
   outboundGatewayUri: null,
   appServerUri: null,
   noAnswerTimeout: 120,
@@ -169,6 +229,20 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_MAX_CONNECTIONS', 'maxConnections', int(1, 1_000_000)],
   ['NODE_ID', 'nodeId', str],
   ['API_RATE_LIMIT', 'apiRateLimit', int(1, 10_000_000)],
+  ['SIP_RATE_LIMIT', 'rateLimit', intOrOff(1, 10_000_000)],
+  ['SIP_RATE_WINDOW', 'rateWindow', int(1, 3600)],
+  ['SIP_BAN_TIME', 'banTime', int(1, 86400 * 7)],
+  ['SIP_TRUSTED_ADDRESSES', 'trustedAddresses', addresses],
+  ['SIP_AUTH_FAILURE_WINDOW', 'authFailureWindow', int(1, 86400)],
+  ['SIP_AUTH_MAX_FAILURES_SOURCE', 'authMaxFailuresPerSource', int(1, 1_000_000)],
+  ['SIP_AUTH_MAX_FAILURES_ENDPOINT', 'authMaxFailuresPerEndpoint', int(1, 1_000_000)],
+  ['SIP_AUTH_COOLOFF', 'authCooloff', int(1, 86400 * 7)],
+  ['SIP_MAX_CONNECTIONS_PER_ADDRESS', 'maxConnectionsPerAddress', int(1, 1_000_000)],
+  ['SIP_HEADER_TIMEOUT', 'headerTimeout', int(1, 600)],
+  ['SIP_MAX_PENDING', 'maxPendingRequests', int(1, 1_000_000)],
+  ['SIP_MAX_TRANSACTIONS', 'maxTransactions', int(1000, 10_000_000)],
+  ['TLS_CIPHERS', 'tlsCiphers', ciphers],
+  ['TLS_MIN_VERSION', 'tlsMinVersion', tlsVersion],
   ['OUTBOUND_GATEWAY_URI', 'outboundGatewayUri', udpSipUri],
   ['APP_SERVER_URI', 'appServerUri', udpSipUri],
   ['SIP_NO_ANSWER_TIMEOUT', 'noAnswerTimeout', int(1, 3600)],
@@ -192,6 +266,52 @@ function int(min: number, max: number) {
     }
     return Number(t);
   };
+}
+/** A positive integer, or `off`/`0` for "no limit" (read as 0). */
+function intOrOff(min: number, max: number) {
+  const read = int(min, max);
+  return (v: string, name: string): number => {
+    const t = v.trim().toLowerCase();
+    if (t === 'off' || t === '0') return 0;
+    try {
+      return read(v, name);
+    } catch {
+      throw new ConfigError(`${name} must be an integer ${min}-${max} or "off", got "${v}"`);
+    }
+  };
+}
+/** Comma-separated IP addresses and CIDR blocks (`none` = empty), each checked. */
+function addresses(v: string, name: string): string[] {
+  if (v.trim().toLowerCase() === 'none') return [];
+  const out = list(v);
+  const probe = new BlockList();
+  for (const a of out) {
+    const [ip = '', bits, extra] = a.split('/');
+    const family = isIP(ip);
+    const prefix = bits === undefined ? null : /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
+    if (family === 0 || extra !== undefined || (prefix !== null && !(prefix <= (family === 4 ? 32 : 128)))) {
+      throw new ConfigError(`${name} must list IP addresses or CIDR blocks (or "none"), got "${a}"`);
+    }
+    if (prefix === null) probe.addAddress(ip, family === 4 ? 'ipv4' : 'ipv6');
+    else probe.addSubnet(ip, prefix, family === 4 ? 'ipv4' : 'ipv6');
+  }
+  return out;
+}
+function ciphers(v: string, name: string): string | null {
+  const t = v.trim();
+  if (t === '') return null;
+  try {
+    createSecureContext({ ciphers: t });
+  } catch (e) {
+    throw new ConfigError(`${name} is not a usable OpenSSL cipher list: ${(e as Error).message}`);
+  }
+  return t;
+}
+function tlsVersion(v: string, name: string): 'TLSv1.2' | 'TLSv1.3' {
+  const t = v.trim().toLowerCase().replace(/^tlsv?/, '');
+  if (t === '1.2') return 'TLSv1.2';
+  if (t === '1.3') return 'TLSv1.3';
+  throw new ConfigError(`${name} must be TLSv1.2 or TLSv1.3 (older versions are refused), got "${v}"`);
 }
 function bool(v: string, name: string): boolean {
   const t = v.trim().toLowerCase();
@@ -291,6 +411,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     digestAlgorithms: [...DEFAULTS.digestAlgorithms],
     digestMd5OnlyUserAgents: [...DEFAULTS.digestMd5OnlyUserAgents],
     wsAllowedOrigins: [],
+    trustedAddresses: [...DEFAULTS.trustedAddresses],
     nodeId: Math.random().toString(36).slice(2, 10),
     partners: [],
     production: env.NODE_ENV === 'production',

@@ -1,17 +1,36 @@
 /**
- * Liveness and readiness probes: unauthenticated, never rate limited, no
- * content negotiation (probes send whatever Accept they like).
+ * Liveness and readiness probes and Prometheus metrics: unauthenticated, never
+ * rate limited, no content negotiation (probes and scrapers send whatever Accept
+ * they like).
  */
 import type { FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
 import type { ApiContext } from './context.js';
 
-/** Register `GET /healthz` (the process answers) and `GET /readyz` (the stores answer). */
-export function registerHealthRoutes(app: FastifyInstance, ctx: ApiContext): void {
+/** What the operator routes read from the running server (src/app.ts). */
+export interface OperatorHooks {
+  /** The registry `GET /metrics` exposes. */
+  registry: Registry;
+  /** True once shutdown began: readiness fails so load balancers stop sending. */
+  draining?: () => boolean;
+  /** Called after every HTTP response (latency histogram). */
+  onHttpResponse?: (method: string, route: string, status: number, seconds: number) => void;
+}
+
+/**
+ * Register `GET /healthz` (the process answers), `GET /readyz` (the stores
+ * answer and the server is not shutting down) and `GET /metrics` (Prometheus
+ * text format; an empty registry when the server passes none).
+ */
+export function registerHealthRoutes(app: FastifyInstance, ctx: ApiContext, ops?: OperatorHooks): void {
   const config = { access: 'probe' as const, rateLimit: false as const };
 
   app.get('/healthz', { config }, async (req) => ({ api_id: req.id, status: 'ok' }));
 
   app.get('/readyz', { config }, async (req, reply) => {
+    if (ops?.draining?.()) {
+      return reply.code(503).send({ api_id: req.id, error: 'not_ready', message: 'The server is shutting down.' });
+    }
     const [location, directory] = await Promise.all([
       ctx.location.ping().catch(() => false),
       ctx.directory.ping().catch(() => false),
@@ -20,4 +39,20 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: ApiContext): voi
     const down = [location ? null : 'location store', directory ? null : 'directory'].filter(Boolean).join(' and ');
     return reply.code(503).send({ api_id: req.id, error: 'not_ready', message: `The ${down} does not answer.` });
   });
+
+  const registry = ops?.registry;
+  app.get('/metrics', { config }, async (_req, reply) => {
+    if (!registry) return reply.type('text/plain; version=0.0.4; charset=utf-8').send('');
+    const body = await registry.metrics();
+    return reply.type(registry.contentType).send(body);
+  });
+
+  const onHttp = ops?.onHttpResponse;
+  if (onHttp) {
+    app.addHook('onResponse', async (req, reply) => {
+      // The route pattern, never the raw URL: label values stay bounded.
+      const route = req.routeOptions.url ?? 'unmatched';
+      onHttp(req.method, route, reply.statusCode, reply.elapsedTime / 1000);
+    });
+  }
 }

@@ -26,7 +26,7 @@ import { Authenticator, headerValue, type Access } from './auth.js';
 import type { ApiContext } from './context.js';
 import { registerEndpointRoutes } from './endpoints.js';
 import { ApiError, badRequest, detailsFromAjv, endpointNotFound, notFound, notFoundNoBody } from './errors.js';
-import { registerHealthRoutes } from './health.js';
+import { registerHealthRoutes, type OperatorHooks } from './health.js';
 import { Idempotency } from './idempotency.js';
 import { registerPartnerRoutes } from './partner.js';
 import { registerSubAccountRoutes } from './subaccounts.js';
@@ -42,6 +42,8 @@ export interface ApiServerDeps {
   redis?: Redis | null;
   /** Called after an endpoint's bindings were removed (password change, delete): close its flows. */
   onEndpointRemoved?: (aor: Aor) => void;
+  /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
+  ops?: OperatorHooks;
 }
 
 /** A route as registered: method and URL pattern (the OpenAPI test compares these). */
@@ -229,7 +231,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     throw new ApiError(404, 'not_found', `No route ${req.method} ${req.url.split('?')[0] ?? ''}.`);
   });
 
-  registerHealthRoutes(app, ctx);
+  registerHealthRoutes(app, ctx, deps.ops);
   registerPartnerRoutes(app, ctx);
   registerAccountRoutes(app, ctx);
   registerEndpointRoutes(app, ctx);

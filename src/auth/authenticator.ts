@@ -8,8 +8,11 @@ export type AuthOutcome =
   | { ok: true; user: string; credential: EndpointCredential }
   /** Answer 401/407 with these challenge headers. `reason` is for logs and metrics only. */
   | { ok: false; kind: 'challenge'; headers: Array<[string, string]>; reason: AuthFailure }
-  /** Credentials for another user than the request claims (RFC 3261 §22.1 / kamailio auth_check flag 1). */
-  | { ok: false; kind: 'forbidden'; reason: 'user-mismatch' };
+  /**
+   * Credentials for another user than the request claims (RFC 3261 §22.1 / kamailio auth_check flag 1),
+   * or an attempt refused unchecked during a password-guessing cooling-off (`cooling-off`).
+   */
+  | { ok: false; kind: 'forbidden'; reason: 'user-mismatch' | 'cooling-off' };
 
 export type AuthFailure = 'no-credentials' | 'bad-nonce' | 'stale-nonce' | 'replay' | 'bad-credentials' | 'unsupported';
 
@@ -24,6 +27,19 @@ export interface AuthenticatorOptions {
    * phones): they are challenged with MD5 alone.
    */
   md5OnlyUserAgents?: readonly string[];
+  /** Password-guessing defence around the password check; absent = none. */
+  guard?: AuthAttemptGuard;
+}
+
+/**
+ * Counts failed digest responses and refuses attempts during a cooling-off
+ * (src/security/auth-guard.ts). `source` is the request's source address.
+ */
+export interface AuthAttemptGuard {
+  /** Before the password is checked: `ok`, or the counter that refuses it. */
+  check(source: string | undefined, realm: string, user: string): Promise<'ok' | 'source' | 'endpoint'>;
+  failed(source: string | undefined, realm: string, user: string): Promise<void>;
+  succeeded(source: string | undefined, realm: string, user: string): Promise<void>;
 }
 
 /**
@@ -45,8 +61,9 @@ export class DigestAuthenticator {
    * @param realm the account SIP domain the request claims (To host for REGISTER)
    * @param user the username the request claims (To user for REGISTER)
    * @param proxy true for Proxy-Authorization / 407 (RFC 3261 §22.3)
+   * @param source the request's source address (password-guessing counters)
    */
-  async authenticate(req: SipRequest, realm: string, user: string, proxy = false): Promise<AuthOutcome> {
+  async authenticate(req: SipRequest, realm: string, user: string, proxy = false, source?: string): Promise<AuthOutcome> {
     const creds = this.pickCredentials(req, realm, proxy);
     if (!creds) return this.challenge(req, realm, false, 'no-credentials', proxy);
     const algorithm = credentialAlgorithm(creds);
@@ -58,7 +75,13 @@ export class DigestAuthenticator {
     if (nonceState === 'invalid') return this.challenge(req, realm, false, 'bad-nonce', proxy);
     if (username !== user) return { ok: false, kind: 'forbidden', reason: 'user-mismatch' };
 
-    const credential = await this.opts.credentials.get(realm, username);
+    const guard = this.opts.guard;
+    const [allowed, credential] = await Promise.all([
+      guard ? guard.check(source, realm, username) : 'ok',
+      this.opts.credentials.get(realm, username),
+    ]);
+    // A cooling-off: refused without checking the password, the same way for every username.
+    if (allowed !== 'ok') return { ok: false, kind: 'forbidden', reason: 'cooling-off' };
     const ha1 = credential
       ? algorithm === 'SHA-256'
         ? credential.ha1Sha256
@@ -66,7 +89,9 @@ export class DigestAuthenticator {
       : dummyHa1(algorithm, username, realm);
     const verdict = verifyDigest(creds, { method: req.method, ha1, algorithm });
     if (verdict !== 'ok' || !credential) {
-      return this.challenge(req, realm, false, verdict === 'unsupported-qop' ? 'unsupported' : 'bad-credentials', proxy);
+      const reason = verdict === 'unsupported-qop' ? 'unsupported' : 'bad-credentials';
+      if (reason === 'bad-credentials') await guard?.failed(source, realm, username);
+      return this.challenge(req, realm, false, reason, proxy);
     }
     // RFC 7616 §3.3 stale: the password was right, only the nonce is old, so the
     // client may retry with a fresh nonce without asking its user.
@@ -77,6 +102,7 @@ export class DigestAuthenticator {
         return this.challenge(req, realm, true, 'replay', proxy);
       }
     }
+    if (guard) void guard.succeeded(source, realm, username);
     return { ok: true, user: username, credential };
   }
 

@@ -61,10 +61,10 @@ export class Registrar {
     }
     const aor: Aor = { domain: to.uri.host, user: to.uri.user };
 
-    const auth = await this.opts.auth.authenticate(req, aor.domain, aor.user);
+    const auth = await this.opts.auth.authenticate(req, aor.domain, aor.user, false, flow.remoteAddress);
     if (!auth.ok) {
       this.opts.onOutcome?.(auth.kind === 'challenge' ? 'challenged' : 'rejected', flow.transport);
-      if (auth.kind === 'forbidden') throw new SipError(403, 'Forbidden', 'AUTH_USER_MISMATCH');
+      if (auth.kind === 'forbidden') throw new SipError(403, 'Forbidden', auth.reason === 'cooling-off' ? 'AUTH_COOLING_OFF' : 'AUTH_USER_MISMATCH');
       log.debug({ aor: aorKey(aor), reason: auth.reason, src: received }, 'register challenged');
       return { status: 401, reason: 'Unauthorized', headers: auth.headers };
     }

@@ -2,7 +2,16 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from '../logger.js';
 import { StreamFramer } from './framer.js';
-import { normalizeAddress, type BoundAddress, type Flow, type MessageSink, type Transport } from './types.js';
+import {
+  normalizeAddress,
+  secureContextOptions,
+  type BoundAddress,
+  type ConnectionGate,
+  type Flow,
+  type MessageSink,
+  type TlsSettings,
+  type Transport,
+} from './types.js';
 
 const PONG = Buffer.from('\r\n');
 
@@ -12,9 +21,18 @@ export interface StreamOptions {
   maxMessageSize: number;
   /** Seconds without any byte before the connection is closed. */
   idleTimeout: number;
+  /**
+   * Seconds a connection may take to complete its first message, any message it
+   * has started, and (TLS) its handshake: slow senders (slowloris) are cut.
+   * @default 10
+   */
+  headerTimeout?: number;
+  /** Backstop cap of this listener alone; the gate enforces the shared caps. */
   maxConnections: number;
-  /** TLS credentials; absent for plain TCP. */
-  tls?: { key: Buffer; cert: Buffer };
+  /** Connection caps and bans, consulted before the TLS handshake. */
+  gate?: ConnectionGate;
+  /** TLS settings; absent for plain TCP. */
+  tls?: TlsSettings;
 }
 
 interface Conn {
@@ -24,31 +42,43 @@ interface Conn {
 
 let nextConnId = 0;
 
+/** Time a closing connection gets to flush its last responses before it is cut. */
+const END_GRACE_MS = 500;
+
 /** SIP over TCP or TLS (RFC 3261 §18.3): Content-Length framing, CRLF keep-alive. */
 export class StreamTransport implements Transport {
   private server: net.Server | null = null;
+  private closed: Promise<void> | null = null;
   private readonly conns = new Map<string, Conn>();
   private local: BoundAddress = { address: '', port: 0 };
+  private readonly headerMs: number;
 
   constructor(
     readonly name: 'tcp' | 'tls',
     private readonly opts: StreamOptions,
     private readonly sink: MessageSink,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.headerMs = (opts.headerTimeout ?? 10) * 1000;
+  }
 
   start(): Promise<BoundAddress> {
-    const onConnection = (socket: net.Socket): void => this.accept(socket);
     const server = this.opts.tls
-      ? tls.createServer({ key: this.opts.tls.key, cert: this.opts.tls.cert, minVersion: 'TLSv1.2' }, onConnection)
-      : net.createServer(onConnection);
+      ? tls.createServer({ ...secureContextOptions(this.opts.tls), honorCipherOrder: true, handshakeTimeout: this.headerMs })
+      : net.createServer();
     server.maxConnections = this.opts.maxConnections;
-    server.on('error', (err) => this.log.error({ err }, `${this.name} server error`));
-    if (this.opts.tls) {
-      // Handshake failures (scanners, plain TCP on the TLS port) are routine.
+    // Admission first, on the raw socket: a refused peer costs no TLS handshake.
+    server.prependListener('connection', (raw: net.Socket) => this.admit(raw));
+    if (server instanceof tls.Server) {
+      server.on('secureConnection', (socket: tls.TLSSocket) => this.accept(socket));
+      // Handshake failures (scanners, plain TCP on the TLS port, handshake timeouts) are routine.
       server.on('tlsClientError', (err) => this.log.debug({ err: err.message }, 'tls handshake failed'));
+    } else {
+      server.on('connection', (socket: net.Socket) => this.accept(socket));
     }
+    server.on('error', (err) => this.log.error({ err }, `${this.name} server error`));
     this.server = server;
+    this.closed = null;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen({ port: this.opts.port, host: this.opts.host, ipv6Only: false }, () => {
@@ -60,7 +90,20 @@ export class StreamTransport implements Transport {
     });
   }
 
+  private admit(raw: net.Socket): void {
+    const gate = this.opts.gate;
+    if (!gate) return;
+    const address = normalizeAddress(raw.remoteAddress ?? '');
+    if (!gate.open(address, this.name)) {
+      raw.on('error', () => {});
+      raw.destroy();
+      return;
+    }
+    raw.once('close', () => gate.close(address));
+  }
+
   private accept(socket: net.Socket): void {
+    if (socket.destroyed) return; // refused by the gate
     const connId = `${this.name}-${(++nextConnId).toString(36)}`;
     const flow: Flow = {
       transport: this.name,
@@ -76,7 +119,17 @@ export class StreamTransport implements Transport {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 30_000);
     socket.setTimeout(this.opts.idleTimeout * 1000, () => socket.destroy());
+    // Slow senders: the first message, and every message once started, must be
+    // complete within headerTimeout, however the bytes trickle in (slowloris).
+    const arm = (why: string): NodeJS.Timeout => {
+      const t = setTimeout(() => this.cut(socket, connId, why), this.headerMs);
+      t.unref();
+      return t;
+    };
+    let delivered = false;
+    let slow: NodeJS.Timeout | null = arm('no complete message in time');
     socket.on('data', (chunk: Buffer) => {
+      let progressed = false;
       for (const ev of framer.push(chunk)) {
         if (ev.type === 'message') this.sink.onMessage(ev.data, flow);
         else if (ev.type === 'ping') socket.write(PONG);
@@ -85,13 +138,31 @@ export class StreamTransport implements Transport {
           socket.destroy();
           return;
         }
+        progressed = true;
+      }
+      if (progressed) {
+        // Something complete arrived: the clock restarts for whatever follows.
+        delivered = true;
+        if (slow !== null) clearTimeout(slow);
+        slow = null;
+      }
+      if (framer.pending > 0) slow ??= arm('message not completed in time');
+      else if (delivered && slow !== null) {
+        clearTimeout(slow);
+        slow = null;
       }
     });
     socket.on('error', (err) => this.log.debug({ connId, err: err.message }, 'stream socket error'));
     socket.on('close', () => {
+      if (slow !== null) clearTimeout(slow);
       this.conns.delete(connId);
       this.sink.onFlowClosed(flow);
     });
+  }
+
+  private cut(socket: net.Socket, connId: string, why: string): void {
+    this.log.debug({ connId, why }, 'closing slow stream');
+    socket.destroy();
   }
 
   send(flow: Flow, data: Buffer): boolean {
@@ -110,15 +181,28 @@ export class StreamTransport implements Transport {
   }
 
   /** Replace the certificate for new handshakes; open connections keep theirs. */
-  setSecureContext(creds: { key: Buffer; cert: Buffer }): void {
-    if (this.server instanceof tls.Server) this.server.setSecureContext({ key: creds.key, cert: creds.cert, minVersion: 'TLSv1.2' });
+  setSecureContext(creds: TlsSettings): void {
+    if (this.server instanceof tls.Server) this.server.setSecureContext(secureContextOptions(creds));
   }
 
-  stop(): Promise<void> {
+  stopAccepting(): void {
     const server = this.server;
+    if (!server || this.closed) return;
+    this.closed = new Promise((resolve) => server.close(() => resolve()));
+  }
+
+  /** Stop listening, then end every connection (flushing what was written), cutting stragglers. */
+  async stop(): Promise<void> {
+    if (!this.server) return;
+    this.stopAccepting();
+    const closed = this.closed;
     this.server = null;
-    if (!server) return Promise.resolve();
-    for (const c of this.conns.values()) c.socket.destroy();
-    return new Promise((resolve) => server.close(() => resolve()));
+    for (const c of this.conns.values()) c.socket.end();
+    const cut = setTimeout(() => {
+      for (const c of this.conns.values()) c.socket.destroy();
+    }, END_GRACE_MS);
+    cut.unref();
+    await closed;
+    clearTimeout(cut);
   }
 }

@@ -38,7 +38,37 @@ export interface Transport {
   connectionCount(): number;
   /** Close the connection behind a flow (stream transports). */
   closeFlow(connId: string): void;
+  /** Stop accepting connections; open flows stay until {@link stop} (graceful shutdown). */
+  stopAccepting?(): void;
   stop(): Promise<void>;
+}
+
+/**
+ * Admission of stream connections (connection caps, bans), consulted on accept,
+ * before any TLS handshake or WebSocket upgrade.
+ */
+export interface ConnectionGate {
+  /** A new connection from `address`: true keeps it, false closes it at once. */
+  open(address: string, transport: SipTransportName): boolean;
+  /** A connection that {@link open} admitted closed. */
+  close(address: string): void;
+}
+
+/** Certificate, key and protocol settings of the TLS and WSS listeners. */
+export interface TlsSettings {
+  key: Buffer;
+  cert: Buffer;
+  /** OpenSSL cipher list; undefined = Node's default. */
+  ciphers?: string;
+  /** Oldest version accepted; never below TLS 1.2. @default 'TLSv1.2' */
+  minVersion?: 'TLSv1.2' | 'TLSv1.3';
+}
+
+/** The secure-context options of a listener (also used for SIGHUP reloads). */
+export function secureContextOptions(t: TlsSettings): { key: Buffer; cert: Buffer; minVersion: 'TLSv1.2' | 'TLSv1.3'; ciphers?: string } {
+  return t.ciphers === undefined
+    ? { key: t.key, cert: t.cert, minVersion: t.minVersion ?? 'TLSv1.2' }
+    : { key: t.key, cert: t.cert, minVersion: t.minVersion ?? 'TLSv1.2', ciphers: t.ciphers };
 }
 
 /** IPv4-mapped IPv6 addresses from dual-stack sockets read as plain IPv4. */

@@ -4,18 +4,38 @@ import type { Duplex } from 'node:stream';
 import type net from 'node:net';
 import { WebSocketServer, type WebSocket, type RawData } from 'ws';
 import type { Logger } from '../logger.js';
-import { normalizeAddress, type BoundAddress, type Flow, type MessageSink, type Transport } from './types.js';
+import {
+  normalizeAddress,
+  secureContextOptions,
+  type BoundAddress,
+  type ConnectionGate,
+  type Flow,
+  type MessageSink,
+  type TlsSettings,
+  type Transport,
+} from './types.js';
 
 export interface WsOptions {
   host: string;
   port: number;
   maxMessageSize: number;
   idleTimeout: number;
+  /**
+   * Seconds for the TLS handshake, for the HTTP upgrade request, and for any
+   * WebSocket frame once started: slow senders are cut. @default 10
+   */
+  headerTimeout?: number;
+  /** Backstop cap of this listener alone; the gate enforces the shared caps. */
   maxConnections: number;
+  /** Connection caps and bans, consulted before the TLS handshake. */
+  gate?: ConnectionGate;
   /** Allowed Origin values; empty = any. */
   allowedOrigins: readonly string[];
-  tls?: { key: Buffer; cert: Buffer };
+  tls?: TlsSettings;
 }
+
+/** Time clients get to answer our close frame before the socket is cut. */
+const CLOSE_GRACE_MS = 500;
 
 let nextConnId = 0;
 
@@ -26,8 +46,9 @@ let nextConnId = 0;
 export class WsTransport implements Transport {
   private server: http.Server | https.Server | null = null;
   private wss: WebSocketServer | null = null;
-  private readonly conns = new Map<string, { ws: WebSocket; flow: Flow; idle: NodeJS.Timeout }>();
+  private readonly conns = new Map<string, { ws: WebSocket; flow: Flow; idle: NodeJS.Timeout; frame: NodeJS.Timeout | null }>();
   private local: BoundAddress = { address: '', port: 0 };
+  private closed: Promise<void> | null = null;
 
   constructor(
     readonly name: 'ws' | 'wss',
@@ -49,15 +70,33 @@ export class WsTransport implements Transport {
       res.writeHead(426, { 'Content-Type': 'text/plain', Connection: 'close' });
       res.end('SIP over WebSocket (RFC 7118): upgrade with Sec-WebSocket-Protocol: sip\n');
     };
+    const headerMs = (this.opts.headerTimeout ?? 10) * 1000;
+    // Upgrade requests must arrive whole within headerMs; node checks every second.
+    const httpOptions = { headersTimeout: headerMs, requestTimeout: headerMs, connectionsCheckingInterval: 1000, keepAliveTimeout: headerMs };
     const server = this.opts.tls
-      ? https.createServer({ key: this.opts.tls.key, cert: this.opts.tls.cert, minVersion: 'TLSv1.2' }, (_req, res) => reject(res))
-      : http.createServer((_req, res) => reject(res));
+      ? https.createServer(
+          { ...secureContextOptions(this.opts.tls), honorCipherOrder: true, handshakeTimeout: headerMs, ...httpOptions },
+          (_req, res) => reject(res),
+        )
+      : http.createServer(httpOptions, (_req, res) => reject(res));
+    const gate = this.opts.gate;
+    if (gate) {
+      // Admission first, on the raw socket: a refused peer costs no handshake and no HTTP parsing.
+      server.prependListener('connection', (raw: net.Socket) => {
+        const address = normalizeAddress(raw.remoteAddress ?? '');
+        if (!gate.open(address, this.name)) {
+          raw.on('error', () => {});
+          raw.destroy();
+          return;
+        }
+        raw.once('close', () => gate.close(address));
+      });
+    }
     server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
     server.on('clientError', (_err, socket) => socket.destroy());
     server.on('error', (err) => this.log.error({ err }, `${this.name} server error`));
-    server.headersTimeout = 10_000;
-    server.requestTimeout = 10_000;
     this.server = server;
+    this.closed = null;
     return new Promise((resolve, reject2) => {
       server.once('error', reject2);
       server.listen({ port: this.opts.port, host: this.opts.host, ipv6Only: false }, () => {
@@ -98,9 +137,27 @@ export class WsTransport implements Transport {
       connId,
     };
     const idleMs = this.opts.idleTimeout * 1000;
-    const entry = { ws, flow, idle: setTimeout(() => ws.terminate(), idleMs).unref() };
+    const frameMs = (this.opts.headerTimeout ?? 10) * 1000;
+    const entry = { ws, flow, idle: setTimeout(() => ws.terminate(), idleMs).unref(), frame: null as NodeJS.Timeout | null };
     this.conns.set(connId, entry);
+    // Slow senders: bytes of a frame that never completes do not count as activity;
+    // a frame must be whole within headerTimeout. Runs before ws reads the chunk.
+    const settled = (): void => {
+      if (entry.frame !== null) clearTimeout(entry.frame);
+      entry.frame = null;
+    };
+    sock.prependListener('data', () => {
+      if (entry.frame === null) {
+        entry.frame = setTimeout(() => {
+          this.log.debug({ connId }, 'closing slow websocket');
+          ws.terminate();
+        }, frameMs);
+        entry.frame.unref();
+      }
+    });
+    ws.on('ping', settled);
     ws.on('message', (data: RawData) => {
+      settled();
       entry.idle.refresh();
       const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
       // RFC 7118 has no keep-alive of its own; clients send CRLF(CRLF) in a frame (RFC 5626 style).
@@ -110,10 +167,14 @@ export class WsTransport implements Transport {
       }
       this.sink.onMessage(buf, flow);
     });
-    ws.on('pong', () => entry.idle.refresh());
+    ws.on('pong', () => {
+      settled();
+      entry.idle.refresh();
+    });
     ws.on('error', (err) => this.log.debug({ connId, err: err.message }, 'websocket error'));
     ws.on('close', () => {
       clearTimeout(entry.idle);
+      settled();
       this.conns.delete(connId);
       this.sink.onFlowClosed(flow);
     });
@@ -135,27 +196,34 @@ export class WsTransport implements Transport {
     this.conns.get(connId)?.ws.close(1000, 'flow closed');
   }
 
-  setSecureContext(creds: { key: Buffer; cert: Buffer }): void {
-    if (this.server instanceof https.Server) this.server.setSecureContext({ key: creds.key, cert: creds.cert, minVersion: 'TLSv1.2' });
+  /** Replace the certificate for new handshakes; open connections keep theirs. */
+  setSecureContext(creds: TlsSettings): void {
+    if (this.server instanceof https.Server) this.server.setSecureContext(secureContextOptions(creds));
   }
 
-  /** Close every WebSocket with 1001 "going away" (RFC 6455 §7.4.1), then the listener. */
-  stop(): Promise<void> {
+  stopAccepting(): void {
     const server = this.server;
+    if (!server || this.closed) return;
+    this.closed = new Promise((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+  }
+
+  /** Stop listening, close every WebSocket with 1001 "going away" (RFC 6455 §7.4.1), cut stragglers. */
+  async stop(): Promise<void> {
+    if (!this.server) return;
+    const server = this.server;
+    this.stopAccepting();
+    const closed = this.closed;
     this.server = null;
-    if (!server) return Promise.resolve();
     for (const c of this.conns.values()) c.ws.close(1001, 'server shutting down');
-    return new Promise((resolve) => {
-      // Give clients a moment to answer the close handshake, then cut what is left.
-      const t = setTimeout(() => {
-        for (const c of this.conns.values()) c.ws.terminate();
-      }, 500).unref();
-      server.close(() => {
-        clearTimeout(t);
-        resolve();
-      });
-      server.closeIdleConnections();
-    });
+    // Give clients a moment to answer the close handshake, then cut what is left.
+    const cut = setTimeout(() => {
+      for (const c of this.conns.values()) c.ws.terminate();
+      server.closeAllConnections();
+    }, CLOSE_GRACE_MS);
+    cut.unref();
+    await closed;
+    clearTimeout(cut);
   }
 }
 

@@ -1,0 +1,102 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { AuthFailureStore, FailureLimits, GuardState } from './auth-failure-store.js';
+
+/*
+ * Failed-digest counters shared by every node through Redis. Each counter is one
+ * hash, its key's hash tag the counter key itself:
+ *
+ *   sipedge:authfail:{src:<address>}          hash  n (failures in window), until (ms)
+ *   sipedge:authfail:{ep:<realm>:<user>}      hash  n, until
+ *   sipedge:authgood:{ep:<realm>:<user>}      hash  <address> → good-until (ms)
+ *
+ * TTLs do the forgetting: a counter lives one window (or one cooling-off once it
+ * blocks), a good-source hash a day after its last success.
+ */
+
+// One failure, atomically: count within the window, and start the block at the
+// threshold. Returns {until, started}.
+const FAIL_LUA = `
+local now = tonumber(ARGV[1])
+local untilv = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
+if untilv > now then return {untilv, 0} end
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if n >= tonumber(ARGV[3]) then
+  untilv = now + tonumber(ARGV[4])
+  redis.call('HSET', KEYS[1], 'until', tostring(untilv), 'n', '0')
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return {untilv, 1}
+end
+return {0, 0}
+`;
+
+// Remember a good source; prune lapsed ones once the hash grows.
+const GOOD_LUA = `
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('HLEN', KEYS[1]) > 32 then
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    if tonumber(all[i + 1]) <= tonumber(ARGV[4]) then redis.call('HDEL', KEYS[1], all[i]) end
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`;
+
+const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
+const FAIL_SHA = sha1(FAIL_LUA);
+const GOOD_SHA = sha1(GOOD_LUA);
+
+/** Counters in Redis (REDIS_URL set): a source refused on one node is refused on all. */
+export class RedisAuthFailureStore implements AuthFailureStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix = 'sipedge:',
+  ) {}
+
+  private failKey(key: string): string {
+    return `${this.prefix}authfail:{${key}}`;
+  }
+
+  private goodKey(endpointKey: string): string {
+    return `${this.prefix}authgood:{${endpointKey}}`;
+  }
+
+  async read(sourceKey: string | null, endpointKey: string, source: string, now: number): Promise<GuardState> {
+    const p = this.redis.pipeline();
+    if (sourceKey !== null) p.hget(this.failKey(sourceKey), 'until');
+    p.hget(this.failKey(endpointKey), 'until');
+    p.hget(this.goodKey(endpointKey), source);
+    const replies = await p.exec();
+    if (replies === null) throw new Error('pipeline aborted');
+    const values = replies.map(([err, v]) => {
+      if (err) throw err;
+      return typeof v === 'string' ? Number(v) : 0;
+    });
+    const [s, e, g] = sourceKey === null ? [0, values[0] ?? 0, values[1] ?? 0] : [values[0] ?? 0, values[1] ?? 0, values[2] ?? 0];
+    return { sourceUntil: s > now ? s : 0, endpointUntil: e > now ? e : 0, good: g > now };
+  }
+
+  async fail(key: string, now: number, limits: FailureLimits): Promise<{ until: number; started: boolean }> {
+    const reply = await this.script(FAIL_SHA, FAIL_LUA, this.failKey(key), [now, limits.windowMs, limits.max, limits.cooloffMs]);
+    if (!Array.isArray(reply)) throw new Error('unexpected script reply');
+    return { until: Number(reply[0]), started: Number(reply[1]) === 1 };
+  }
+
+  async markGood(endpointKey: string, source: string, now: number, ttlMs: number): Promise<void> {
+    await this.script(GOOD_SHA, GOOD_LUA, this.goodKey(endpointKey), [source, now + ttlMs, ttlMs, now]);
+  }
+
+  /** EVALSHA, then EVAL once when the server lost its script cache (restart, failover). */
+  private async script(sha: string, lua: string, key: string, args: Array<string | number>): Promise<unknown> {
+    try {
+      return await this.redis.evalsha(sha, 1, key, ...args);
+    } catch (err) {
+      if (err instanceof Error && err.message.includes('NOSCRIPT')) return await this.redis.eval(lua, 1, key, ...args);
+      throw err;
+    }
+  }
+
+  stop(): void {}
+}
