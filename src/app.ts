@@ -142,6 +142,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     outboundGatewayUri: config.outboundGatewayUri,
     appServerUri: config.appServerUri,
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,
+    maxCallDurationMs: config.maxCallDuration * 1000,
     log: log.child({ component: 'proxy' }),
   });
   const router = new SipRouter({

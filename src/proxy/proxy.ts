@@ -43,6 +43,8 @@ export interface ProxyOptions {
   appServerUri: string | null;
   /** Ring timeout of out-of-dialog INVITEs, ms. */
   noAnswerTimeoutMs: number;
+  /** A counted call whose end was never seen is forgotten after this long, ms. @default 4 hours */
+  maxCallDurationMs?: number;
   log: Logger;
 }
 
@@ -86,8 +88,9 @@ interface Caller {
 export class SipProxy implements RequestProcessor {
   readonly methods = METHODS;
   private readonly log: Logger;
-  /** Call-ID → account, for calls counted against account limits (released on final non-2xx or BYE). */
-  private readonly counted = new Map<string, string>();
+  /** Call-ID → account and admission time, for calls counted against account limits (released on final non-2xx or BYE). */
+  private readonly counted = new Map<string, { account: string; at: number }>();
+  private readonly maxCallMs: number;
   private readonly gateway: SipUri | null;
   private readonly appServer: SipUri | null;
 
@@ -95,6 +98,7 @@ export class SipProxy implements RequestProcessor {
     this.log = opts.log;
     this.gateway = opts.outboundGatewayUri ? parseUri(opts.outboundGatewayUri) : null;
     this.appServer = opts.appServerUri ? parseUri(opts.appServerUri) : null;
+    this.maxCallMs = opts.maxCallDurationMs ?? 4 * 3600_000;
   }
 
   accepts(ctx: IncomingRequest): boolean {
@@ -145,8 +149,11 @@ export class SipProxy implements RequestProcessor {
   private preprocessRoutes(req: SipRequest, callId: string): Destination | null {
     let dest: Destination | null = null;
     const ruri = parseUri(req.uri);
-    if (ruri && this.isOurs(ruri, callId)) {
-      dest = this.tokenOf(ruri, callId) ?? dest;
+    // Only a value we placed in a Record-Route (it carries our flow token): a Request-URI
+    // that merely names this server (`sip:bob@<our ip>`) is a target, not a strict route.
+    const strict = ruri ? this.tokenOf(ruri, callId) : null;
+    if (strict) {
+      dest = strict;
       const routes = getListValues(req, 'route');
       const last = routes.length > 0 ? parseNameAddr(routes[routes.length - 1]) : null;
       if (last) {
@@ -234,6 +241,7 @@ export class SipProxy implements RequestProcessor {
 
     // The legs: bindings of an endpoint, or the gateway / app server.
     const legs: Array<{ uri: string; dest: Destination; path: string | null }> = [];
+    const asserted = `<sip:${caller.user}@${caller.domain}>`;
     const extra: Array<[string, string]> = [];
     if (target.kind === 'endpoint') {
       const bindings = await this.opts.location.lookup({ domain: target.domain, user: target.user });
@@ -245,11 +253,11 @@ export class SipProxy implements RequestProcessor {
     } else if (target.kind === 'phone') {
       if (!this.gateway) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_GATEWAY', [['Warning', `399 ${WARN_AGENT} "no outbound gateway is configured"`]]);
       legs.push({ uri: withUser(this.gateway, target.number), dest: await uriDestination(this.gateway), path: null });
-      extra.push(['x-account-id', caller.account.authId]);
+      extra.push(['p-asserted-identity', asserted], ['x-account-id', caller.account.authId]);
     } else {
       if (!this.appServer) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_APP_SERVER', [['Warning', `399 ${WARN_AGENT} "no application server is configured"`]]);
       legs.push({ uri: withUser(this.appServer, target.appId), dest: await uriDestination(this.appServer), path: null });
-      extra.push(['x-account-id', target.authId], ['x-application-id', target.appId]);
+      extra.push(['p-asserted-identity', asserted], ['x-account-id', target.authId], ['x-application-id', target.appId]);
     }
 
     if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId);
@@ -268,7 +276,6 @@ export class SipProxy implements RequestProcessor {
       events: req.method === 'INVITE' ? { onFinal: (status) => status >= 300 && this.release(ctx.callId) } : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();
-    const asserted = `<sip:${caller.user}@${caller.domain}>`;
     for (const leg of legs) {
       const fwd = cloneRequest(req);
       // §16.6 step 2: the Request-URI becomes the target (the Contact of the binding).
@@ -277,8 +284,8 @@ export class SipProxy implements RequestProcessor {
       // The edge is the only route out of dialog; credentials for our realm stay here (§22.3).
       removeHeaders(fwd, 'route');
       removeHeadersWhere(fwd, 'proxy-authorization', (v) => parseDigestCredentials(v)?.params.get('realm')?.toLowerCase() === caller.domain);
+      // RFC 3325 §5: identity is asserted to trusted hops only (gateway, app server); never taken from a client.
       for (const h of ASSERTED) removeHeaders(fwd, h);
-      fwd.headers.push({ name: 'p-asserted-identity', value: asserted });
       for (const [n, v] of extra) fwd.headers.push({ name: n, value: v });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
@@ -394,14 +401,20 @@ export class SipProxy implements RequestProcessor {
         ['Warning', `399 ${WARN_AGENT} "concurrent_calls_limit of the account reached"`],
       ]);
     }
-    this.counted.set(callId, account.authId);
+    const now = Date.now();
+    // Calls whose end this node never saw (the BYE went elsewhere, a device vanished) are
+    // forgotten here as the limiter forgets them: after the longest call.
+    if (this.counted.size > 0 && this.counted.size % 1024 === 0) {
+      for (const [id, c] of this.counted) if (now - c.at > this.maxCallMs) this.counted.delete(id);
+    }
+    this.counted.set(callId, { account: account.authId, at: now });
   }
 
   private release(callId: string): void {
-    const account = this.counted.get(callId);
-    if (account === undefined) return;
+    const c = this.counted.get(callId);
+    if (c === undefined) return;
     this.counted.delete(callId);
-    this.opts.limiter.release(account, callId).catch((err: unknown) => this.log.warn({ err, callId }, 'could not release a call slot'));
+    this.opts.limiter.release(c.account, callId).catch((err: unknown) => this.log.warn({ err, callId }, 'could not release a call slot'));
   }
 }
 
@@ -426,9 +439,8 @@ function loopHash(req: SipRequest, callId: string): string {
 
 /** RFC 3261 §16.6 step 3. */
 function decrementMaxForwards(req: SipRequest): void {
-  const mf = getHeader(req, 'max-forwards');
-  const n = mf === undefined ? DEFAULT_MAX_FORWARDS : Math.max(0, Number(mf.trim()) - 1);
-  setHeader(req, 'max-forwards', String(n));
+  const mf = Number((getHeader(req, 'max-forwards') ?? '').trim() || NaN);
+  setHeader(req, 'max-forwards', String(Number.isInteger(mf) ? Math.max(0, mf - 1) : DEFAULT_MAX_FORWARDS));
 }
 
 function getListValuesOf(value: string): string[] {

@@ -114,7 +114,8 @@ describe('SIP.js over WebSocket through the edge', () => {
     await edge.waitBindings(b, 1);
     const inviter = new Inviter(ua, UserAgent.makeURI(`sip:${b.username}@${account.sipDomain}`) as NonNullable<ReturnType<typeof UserAgent.makeURI>>, {
       // The SIPp callee knows its call by Call-ID: the one of its REGISTER (-cid_str, call 1).
-      params: { callId: cid.replace('%u', '1') },
+      // (sip.js passes params through to the outgoing request message, whose options include callId.)
+      params: { callId: cid.replace('%u', '1') } as NonNullable<ConstructorParameters<typeof Inviter>[2]>['params'],
     });
     await inviter.invite();
     await waitState(inviter, SessionState.Established);
