@@ -59,7 +59,7 @@ export interface Config {
   digestAlgorithms: Array<'SHA-256' | 'MD5'>;
   /**
    * User-Agent substrings (case-insensitive) of clients that read only the first
-   * challenge and speak only MD5; they get an MD5 challenge alone. @default ['sipp']
+   * challenge and speak only MD5; they get an MD5 challenge alone. @default ['sipp', 'baresip']
    */
   digestMd5OnlyUserAgents: string[];
   /** @default 'info' */ logLevel: string;
@@ -166,7 +166,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   nonceSecret: null,
   nonceTtl: 300,
   digestAlgorithms: ['SHA-256', 'MD5'] as Array<'SHA-256' | 'MD5'>,
-  digestMd5OnlyUserAgents: ['sipp'],
+  digestMd5OnlyUserAgents: ['sipp', 'baresip'],
   logLevel: 'info',
   wsAllowedOrigins: [],
   maxMessageSize: 65535,
