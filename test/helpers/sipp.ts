@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync, readdirSync, readFileSync, rmSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './server-process.js';
+import { freePort } from './redis-server.js';
 
 export interface SippUser {
   user: string;
@@ -36,7 +37,7 @@ export interface SippOptions {
   timeoutMs?: number;
   /** Duration of the scenarios' plain <pause/> (hold time, stale-nonce wait), ms. @default 0 */
   pauseMs?: number;
-  /** Local port for SIPp; default 0 → SIPp picks. */
+  /** Local port for SIPp; default: a free port (SIPp's own default is 5060, shared by every run). */
   localPort?: number;
 }
 
@@ -58,7 +59,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
     '-inf', inf,
     '-t', o.transport === 'udp' ? 'u1' : 't1',
     '-i', '127.0.0.1',
-    '-p', String(o.localPort ?? 0),
+    '-p', String(o.localPort ?? (await freePort())),
     '-m', String(o.calls ?? o.users.length),
     '-r', String(o.rate ?? 200),
     '-l', String(o.limit ?? 100),
