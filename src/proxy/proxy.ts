@@ -303,9 +303,10 @@ export class SipProxy implements RequestProcessor {
     const domain = from.uri.host;
     const authId = accountOfDomain(domain, this.opts.sipDomain);
     if (!authId) throw new SipError(403, 'Forbidden', 'PROXY_FOREIGN_FROM', [['Warning', `399 ${WARN_AGENT} "From is not an endpoint of this edge"`]]);
-    const out = await this.opts.auth.authenticate(ctx.req, domain, from.uri.user, true);
+    // The source address feeds the password-guessing guard, as for REGISTER.
+    const out = await this.opts.auth.authenticate(ctx.req, domain, from.uri.user, true, ctx.flow.remoteAddress);
     if (!out.ok) {
-      if (out.kind === 'forbidden') throw new SipError(403, 'Forbidden', 'AUTH_USER_MISMATCH');
+      if (out.kind === 'forbidden') throw new SipError(403, 'Forbidden', out.reason === 'cooling-off' ? 'AUTH_COOLING_OFF' : 'AUTH_USER_MISMATCH');
       this.log.debug({ callId: ctx.callId, reason: out.reason, src: ctx.received }, 'request challenged');
       throw new SipError(407, 'Proxy Authentication Required', 'AUTH_CHALLENGE', out.headers);
     }
