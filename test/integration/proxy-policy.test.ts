@@ -205,12 +205,71 @@ describe('endpoint policy flags and the KYC block at the edge', () => {
     });
   });
 
+  /** Sends a hand-made request; resolves with its final response. */
+  const raw = async (ua: TestUa, lines: (callId: string) => string[]): Promise<SipResponse> => {
+    const callId = `raw-${++n}-${Date.now()}`;
+    const done = ua.next((m) => m.kind === 'response' && m.status >= 200 && getHeader(m, 'call-id') === callId);
+    ua.send([...lines(callId), 'Content-Length: 0', '', ''].join('\r\n'));
+    return (await done) as SipResponse;
+  };
+  const common = (ua: TestUa, callId: string, method: string, toTag = ''): string[] => [
+    `Via: SIP/2.0/UDP 127.0.0.1:${ua.port};branch=z9hG4bK${callId};rport`,
+    `From: <${ua.aor}>;tag=f${n}`,
+    `To: <sip:x@${account.sipDomain}>${toTag}`,
+    `Call-ID: ${callId}`,
+    `CSeq: 1 ${method}`,
+  ];
+
+  describe('request checks (RFC 3261 §16.3, §16.4)', () => {
+    it('answers 483 to Max-Forwards 0 and 420 with Unsupported to a Proxy-Require', async () => {
+      const { ua } = await party({}, { register: false });
+      const hops = await raw(ua, (cid) => [`INVITE sip:x@${account.sipDomain} SIP/2.0`, 'Max-Forwards: 0', ...common(ua, cid, 'INVITE')]);
+      expect(hops.status).toBe(483);
+      const ext = await raw(ua, (cid) => [`MESSAGE sip:x@${account.sipDomain} SIP/2.0`, 'Proxy-Require: foo', ...common(ua, cid, 'MESSAGE')]);
+      expect(ext.status).toBe(420);
+      expect(getHeader(ext, 'unsupported')).toBe('foo');
+    });
+
+    it('answers 481 to a BYE out of dialog and to a CANCEL that matches nothing, 405 to SUBSCRIBE', async () => {
+      const { ua } = await party({}, { register: false });
+      expect((await raw(ua, (cid) => [`BYE sip:x@${account.sipDomain} SIP/2.0`, ...common(ua, cid, 'BYE')])).status).toBe(481);
+      expect((await raw(ua, (cid) => [`CANCEL sip:x@${account.sipDomain} SIP/2.0`, ...common(ua, cid, 'CANCEL')])).status).toBe(481);
+      const sub = await raw(ua, (cid) => [`SUBSCRIBE sip:x@${account.sipDomain} SIP/2.0`, 'Event: presence', ...common(ua, cid, 'SUBSCRIBE')]);
+      expect(sub.status).toBe(405);
+      expect(getHeader(sub, 'allow')).toMatch(/INVITE/);
+    });
+
+    it('relays no in-dialog request without a valid flow token of this edge (404)', async () => {
+      const { ua } = await party({}, { register: false });
+      const port = edge.server.ports.udp as number;
+      const plain = await raw(ua, (cid) => [`BYE sip:x@127.0.0.1:${ua.port} SIP/2.0`, ...common(ua, cid, 'BYE', ';tag=t1')]);
+      expect(plain.status).toBe(404);
+      const forged = Buffer.from(`udp||127.0.0.1|${ua.port}`).toString('base64url') + '.AAAAAAAAAAAA';
+      const withRoute = await raw(ua, (cid) => [
+        `BYE sip:x@127.0.0.1:${ua.port} SIP/2.0`,
+        `Route: <sip:${forged}@127.0.0.1:${port};transport=udp;lr>`,
+        ...common(ua, cid, 'BYE', ';tag=t1'),
+      ]);
+      expect(withRoute.status).toBe(404);
+    });
+  });
+
   describe('routing outcomes', () => {
     it('answers 404 for no such endpoint and 480 for an endpoint without a binding', async () => {
       const a = await party({}, { register: false });
       const absent = await party({}, { register: false });
       expect((await a.ua.call('INVITE', `sip:nobody@${account.sipDomain}`)).status).toBe(404);
       expect((await a.ua.call('MESSAGE', absent.uri)).status).toBe(480);
+    });
+
+    it('proxies an OPTIONS to a user (authenticated) and answers one to the server itself', async () => {
+      const a = await party({}, { register: false });
+      const b = await party();
+      expect((await a.ua.call('OPTIONS', b.uri)).status).toBe(200);
+      expect(b.ua.requests.map((r) => r.method)).toEqual(['OPTIONS']);
+      const local = await raw(a.ua, (cid) => [`OPTIONS sip:${account.sipDomain} SIP/2.0`, ...common(a.ua, cid, 'OPTIONS')]);
+      expect(local.status).toBe(200);
+      expect(getHeader(local, 'allow')).toMatch(/INVITE.*MESSAGE/);
     });
 
     it('relays the callee\'s refusal (486) to the caller', async () => {
