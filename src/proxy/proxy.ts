@@ -199,6 +199,7 @@ export class SipProxy implements RequestProcessor {
       log: this.log,
       server: tx,
       noAnswerMs: req.method === 'INVITE' ? TIMER_C_MS : undefined,
+      flowFailure: { status: 430, reason: 'Flow Failed' },
     });
     tx.onCancel = () => context.cancelByCaller();
     context.fork(fwd, dest, loopHash(req, ctx.callId));
@@ -273,6 +274,8 @@ export class SipProxy implements RequestProcessor {
       log: this.log,
       server: tx,
       noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
+      // A binding whose connection closed an instant ago: not reachable, as if not registered.
+      flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
       events: req.method === 'INVITE' ? { onFinal: (status) => status >= 300 && this.release(ctx.callId) } : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();

@@ -41,6 +41,12 @@ export interface ResponseContextOptions {
   server: ServerTransaction;
   /** INVITE: give up on every branch after this long without a final response (the ring / no-answer timeout), ms. */
   noAnswerMs?: number;
+  /**
+   * What a branch whose flow is gone counts as (the transport error of §16.9 is a 503,
+   * which §16.7 would turn into 500): 480 for a registered contact, 430 Flow Failed
+   * in a dialog (RFC 5626 §5.3). @default 503
+   */
+  flowFailure?: { status: number; reason: string };
   events?: ResponseContextEvents;
 }
 
@@ -133,8 +139,9 @@ export class ResponseContext implements ClientTransactionUser {
   onFailure(tx: ClientTransaction, status: 408 | 503): void {
     const b = this.branchOf(tx);
     if (!b || b.final !== null) return;
-    // §16.7 step 1 (Timer B/F → 408) and §16.9 (transport error → 503).
-    b.final = { status, reason: status === 408 ? 'Request Timeout' : 'Service Unavailable', response: null };
+    // §16.7 step 1 (Timer B/F → 408) and §16.9 (transport error → 503, or what the TU says it means).
+    const flow = this.opts.flowFailure ?? { status: 503, reason: 'Service Unavailable' };
+    b.final = status === 408 ? { status, reason: 'Request Timeout', response: null } : { ...flow, response: null };
     this.maybeFinish();
   }
 

@@ -19,7 +19,7 @@ import {
   type SessionDescriptionHandler,
   type SessionDescriptionHandlerFactory,
 } from 'sip.js';
-import { cidStr, sdp, sipp, sleep, startEdge, type Account, type Edge, type Endpoint } from './proxy-harness.js';
+import { TestUa, cidStr, sdp, sipp, sleep, startEdge, type Account, type Edge, type Endpoint } from './proxy-harness.js';
 
 /** Signalling only: a fixed audio offer/answer instead of WebRTC. */
 class StaticSdp implements SessionDescriptionHandler {
@@ -41,8 +41,10 @@ const staticSdp: SessionDescriptionHandlerFactory = () => new StaticSdp();
 
 /** Node 20 has no WebSocket global: SIP.js's transport constructs this one, subprotocol `sip`. */
 class NodeWebSocket extends WebSocket {
+  static readonly opened: NodeWebSocket[] = [];
   constructor(url: string | URL, protocols?: string | string[]) {
     super(url, protocols ?? 'sip');
+    NodeWebSocket.opened.push(this);
   }
 }
 
@@ -72,7 +74,8 @@ describe('SIP.js over WebSocket through the edge', () => {
     account = await edge.newAccount();
   });
   afterAll(async () => {
-    for (const ua of agents) await ua.stop().catch(() => {});
+    // A UA whose socket was cut would wait on its transport to unregister: do not wait for it.
+    await Promise.all(agents.map((ua) => Promise.race([ua.stop().catch(() => {}), sleep(1000)])));
     (globalThis as { WebSocket?: unknown }).WebSocket = saved;
     await edge?.stop();
   });
@@ -152,6 +155,22 @@ describe('SIP.js over WebSocket through the edge', () => {
     await waitState(session as unknown as Invitation, SessionState.Terminated);
     // The 200 from the WS side came back with its .invalid Contact, unchanged.
     expect(run.messages).toMatch(/Contact: <sip:[^@]+@[a-z0-9]+\.invalid;transport=ws>/);
+  });
+
+  it('answers 430 Flow Failed to an in-dialog request for a WS client whose connection dropped (RFC 5626 §5.3)', async () => {
+    const before = NodeWebSocket.opened.length;
+    const { e } = await agent((inv) => void inv.accept());
+    const socket = NodeWebSocket.opened[before];
+    const caller = await edge.newEndpoint(account, `udpcaller${++n}`);
+    const ua = await TestUa.start(edge.server.ports.udp as number, caller);
+    try {
+      expect((await ua.call('INVITE', `sip:${e.username}@${account.sipDomain}`, { keep: true })).status).toBe(200);
+      socket.terminate();
+      await sleep(100);
+      expect(await ua.lastDialog!.bye()).toBe(430);
+    } finally {
+      ua.close();
+    }
   });
 
   it('two SIP.js UAs over WS exchange MESSAGE', async () => {
