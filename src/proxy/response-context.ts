@@ -26,6 +26,8 @@ interface Branch {
   provisional: boolean;
   final: BranchFinal | null;
   cancel: 'none' | 'pending' | 'sent';
+  /** The Reason (RFC 3326) for a CANCEL still pending on a provisional response. */
+  cancelReason: string | null;
 }
 
 export interface ResponseContextEvents {
@@ -78,7 +80,7 @@ export class ResponseContext implements ClientTransactionUser {
 
   /** Sends the request on a new branch (§16.6 step 10: a client transaction per target). */
   fork(request: SipRequest, destination: Destination, loop?: string): void {
-    const b: Branch = { tx: null, request, destination, provisional: false, final: null, cancel: 'none' };
+    const b: Branch = { tx: null, request, destination, provisional: false, final: null, cancel: 'none', cancelReason: null };
     this.branches.push(b);
     b.tx = this.opts.layer.request(request, destination, this, { loop });
   }
@@ -104,7 +106,7 @@ export class ResponseContext implements ClientTransactionUser {
 
     if (s < 200) {
       b.provisional = true;
-      if (b.cancel === 'pending') this.sendCancel(b, null);
+      if (b.cancel === 'pending') this.sendCancel(b, b.cancelReason);
       // §16.7 step 5: provisional responses other than 100 are forwarded immediately.
       if (s > 100 && !server.finalSent) server.forward(up, serializeMessage(up));
       return;
@@ -179,8 +181,12 @@ export class ResponseContext implements ClientTransactionUser {
 
   private cancelBranch(b: Branch, reason: string | null): void {
     if (b.cancel !== 'none' || !this.isInvite) return;
-    if (b.provisional) this.sendCancel(b, reason);
-    else b.cancel = 'pending';
+    if (b.provisional) {
+      this.sendCancel(b, reason);
+    } else {
+      b.cancel = 'pending';
+      b.cancelReason = reason;
+    }
   }
 
   /** RFC 3261 §9.1: the CANCEL repeats the INVITE's Request-URI, Call-ID, From, To, CSeq number, Route, and its branch. */
