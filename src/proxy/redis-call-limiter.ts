@@ -24,7 +24,9 @@ const ADMIT_SHA = createHash('sha1').update(ADMIT).digest('hex');
 /** Call counters shared by every node through Redis. */
 export class RedisCallLimiter implements CallLimiter {
   private readonly maxMs: number;
+  private readonly prefix: string;
 
+  /** `prefix` of every key, as the stores use. @default 'sipedge:' */
   constructor(
     private readonly redis: Redis,
     opts: CallLimiterOptions & { prefix?: string } = {},
@@ -32,8 +34,6 @@ export class RedisCallLimiter implements CallLimiter {
     this.maxMs = opts.maxCallDurationMs ?? DEFAULT_MAX_CALL_DURATION_MS;
     this.prefix = opts.prefix ?? 'sipedge:';
   }
-
-  private readonly prefix: string;
 
   async admit(accountId: string, callId: string, limits: CallLimits, now = Date.now()): Promise<Admission> {
     const keys = [`${this.prefix}calls:{${accountId}}`, `${this.prefix}cps:{${accountId}}:${Math.floor(now / 1000)}`];
