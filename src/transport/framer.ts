@@ -19,7 +19,20 @@ export interface FramerLimits {
 }
 
 export class StreamFramer {
-  private buf: Buffer = Buffer.alloc(0);
+  /**
+   * Bytes waiting to be framed are `store[start, end)`. While nothing waits, the
+   * incoming chunk itself is the store (no copy); a partial message moves into a
+   * buffer of our own that grows by doubling, so a message trickling in byte by
+   * byte costs linear, not quadratic, time (slow senders must not amplify CPU).
+   */
+  private store: Buffer = Buffer.alloc(0);
+  private owned = false;
+  private start = 0;
+  private end = 0;
+  /** Bytes from `start` already searched for the end of the header block. */
+  private scanned = 0;
+  /** Total length of the message at `start` once its header block was read; -1 until then. */
+  private total = -1;
   private failed = false;
 
   constructor(private readonly limits: FramerLimits) {}
@@ -27,45 +40,94 @@ export class StreamFramer {
   /** Feed bytes; returns every complete event they finish. */
   push(chunk: Buffer): FrameEvent[] {
     if (this.failed) return [];
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    this.append(chunk);
     const out: FrameEvent[] = [];
+    const store = this.store;
     for (;;) {
       // Keep-alives and stray line ends between messages (RFC 3261 §7.5 allows CRLFs before a start line).
-      while (this.buf.length > 0 && (this.buf[0] === CR || this.buf[0] === LF)) {
-        if (this.buf.length >= 4 && this.buf.subarray(0, 4).equals(HEADER_END)) {
+      while (this.end > this.start && (store[this.start] === CR || store[this.start] === LF)) {
+        const n = this.end - this.start;
+        if (n >= 4 && store[this.start] === CR && store[this.start + 1] === LF && store[this.start + 2] === CR && store[this.start + 3] === LF) {
           out.push({ type: 'ping' });
-          this.buf = this.buf.subarray(4);
+          this.consume(4);
           continue;
         }
-        if (this.buf.length < 4 && HEADER_END.subarray(0, this.buf.length).equals(this.buf)) return out; // a ping may be arriving
-        this.buf = this.buf.subarray(1);
+        if (n < 4 && HEADER_END.subarray(0, n).equals(store.subarray(this.start, this.end))) return out; // a ping may be arriving
+        this.consume(1);
       }
-      if (this.buf.length === 0) return out;
+      const available = this.end - this.start;
+      if (available === 0) return out;
 
-      const end = this.buf.indexOf(HEADER_END);
-      if (end < 0) {
-        if (this.buf.length > this.limits.maxMessageSize) return this.fail(out, 'header block exceeds the message size limit');
-        return out;
+      if (this.total < 0) {
+        const view = store.subarray(this.start, this.end);
+        const end = view.indexOf(HEADER_END, Math.max(0, this.scanned - 3));
+        if (end < 0) {
+          this.scanned = available;
+          if (available > this.limits.maxMessageSize) return this.fail(out, 'header block exceeds the message size limit');
+          return out;
+        }
+        const length = contentLength(view, end);
+        if (length === null) return this.fail(out, 'message without a valid Content-Length on a stream transport');
+        this.total = end + 4 + length;
+        if (this.total > this.limits.maxMessageSize) return this.fail(out, 'message exceeds the message size limit');
       }
-      const length = contentLength(this.buf, end);
-      if (length === null) return this.fail(out, 'message without a valid Content-Length on a stream transport');
-      const total = end + 4 + length;
-      if (total > this.limits.maxMessageSize) return this.fail(out, 'message exceeds the message size limit');
-      if (this.buf.length < total) return out;
-      // Copy so the message does not pin a larger shared chunk.
-      out.push({ type: 'message', data: Buffer.from(this.buf.subarray(0, total)) });
-      this.buf = this.buf.subarray(total);
+      if (available < this.total) return out;
+      // Copy so the message owns its bytes (the store is reused, or is a larger shared chunk).
+      out.push({ type: 'message', data: Buffer.from(store.subarray(this.start, this.start + this.total)) });
+      this.consume(this.total);
     }
   }
 
   /** Bytes held waiting for the rest of a message. */
   get pending(): number {
-    return this.buf.length;
+    return this.end - this.start;
+  }
+
+  private append(chunk: Buffer): void {
+    const live = this.end - this.start;
+    if (live === 0) {
+      this.store = chunk;
+      this.owned = false;
+      this.start = 0;
+      this.end = chunk.length;
+      return;
+    }
+    const need = live + chunk.length;
+    if (!this.owned || need > this.store.length) {
+      const grown = Buffer.allocUnsafe(Math.max(need, this.owned ? this.store.length * 2 : 0, 4096));
+      this.store.copy(grown, 0, this.start, this.end);
+      this.store = grown;
+      this.owned = true;
+      this.start = 0;
+      this.end = live;
+    } else if (this.end + chunk.length > this.store.length) {
+      this.store.copy(this.store, 0, this.start, this.end);
+      this.start = 0;
+      this.end = live;
+    }
+    chunk.copy(this.store, this.end);
+    this.end += chunk.length;
+  }
+
+  private consume(n: number): void {
+    this.start += n;
+    this.scanned = 0;
+    this.total = -1;
+    if (this.start >= this.end) {
+      // Nothing waits: drop the store (an owned one may be large; a chunk must not be pinned).
+      this.store = Buffer.alloc(0);
+      this.owned = false;
+      this.start = 0;
+      this.end = 0;
+    }
   }
 
   private fail(out: FrameEvent[], reason: string): FrameEvent[] {
     this.failed = true;
-    this.buf = Buffer.alloc(0);
+    this.store = Buffer.alloc(0);
+    this.owned = false;
+    this.start = 0;
+    this.end = 0;
     out.push({ type: 'error', reason });
     return out;
   }

@@ -27,7 +27,7 @@ export interface StreamOptions {
    * @default 10
    */
   headerTimeout?: number;
-  /** Backstop cap of this listener alone; the gate enforces the shared caps. */
+  /** Cap of this listener alone, applied when no gate is given (the gate enforces the shared caps). */
   maxConnections: number;
   /** Connection caps and bans, consulted before the TLS handshake. */
   gate?: ConnectionGate;
@@ -66,13 +66,18 @@ export class StreamTransport implements Transport {
     const server = this.opts.tls
       ? tls.createServer({ ...secureContextOptions(this.opts.tls), honorCipherOrder: true, handshakeTimeout: this.headerMs })
       : net.createServer();
-    server.maxConnections = this.opts.maxConnections;
+    // The gate enforces the caps shared by every listener; without one, this listener's own.
+    if (!this.opts.gate) server.maxConnections = this.opts.maxConnections;
     // Admission first, on the raw socket: a refused peer costs no TLS handshake.
     server.prependListener('connection', (raw: net.Socket) => this.admit(raw));
     if (server instanceof tls.Server) {
       server.on('secureConnection', (socket: tls.TLSSocket) => this.accept(socket));
-      // Handshake failures (scanners, plain TCP on the TLS port, handshake timeouts) are routine.
-      server.on('tlsClientError', (err) => this.log.debug({ err: err.message }, 'tls handshake failed'));
+      // Handshake failures (scanners, plain TCP on the TLS port, handshake timeouts) are
+      // routine; node leaves the socket open after a handshake timeout, so close it here.
+      server.on('tlsClientError', (err, socket) => {
+        this.log.debug({ err: err.message }, 'tls handshake failed');
+        socket.destroy();
+      });
     } else {
       server.on('connection', (socket: net.Socket) => this.accept(socket));
     }

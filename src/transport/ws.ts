@@ -25,7 +25,7 @@ export interface WsOptions {
    * WebSocket frame once started: slow senders are cut. @default 10
    */
   headerTimeout?: number;
-  /** Backstop cap of this listener alone; the gate enforces the shared caps. */
+  /** Cap of this listener alone, applied when no gate is given (the gate enforces the shared caps). */
   maxConnections: number;
   /** Connection caps and bans, consulted before the TLS handshake. */
   gate?: ConnectionGate;
@@ -94,6 +94,8 @@ export class WsTransport implements Transport {
     }
     server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
     server.on('clientError', (_err, socket) => socket.destroy());
+    // Node leaves the socket open after a TLS handshake timeout.
+    if (server instanceof https.Server) server.on('tlsClientError', (_err, socket) => socket.destroy());
     server.on('error', (err) => this.log.error({ err }, `${this.name} server error`));
     this.server = server;
     this.closed = null;
@@ -121,7 +123,7 @@ export class WsTransport implements Transport {
     if (this.opts.allowedOrigins.length > 0 && (!origin || !this.opts.allowedOrigins.includes(origin))) {
       return refuse(403, 'Forbidden');
     }
-    if (this.conns.size >= this.opts.maxConnections) return refuse(503, 'Service Unavailable');
+    if (!this.opts.gate && this.conns.size >= this.opts.maxConnections) return refuse(503, 'Service Unavailable');
     this.wss?.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
   }
 
