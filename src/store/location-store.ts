@@ -71,11 +71,21 @@ export interface RegisterOp {
   maxContacts: number;
 }
 
+/**
+ * A REGISTER with the Call-ID and CSeq of a binding written at most this long ago
+ * is a retransmission of the request that wrote it (it reached another worker, or
+ * came after the transaction was forgotten): it succeeds and changes nothing, as
+ * in kamailio usrloc (cseq_delay). Later, the same CSeq is a replay: out of order.
+ * Timer J (64*T1, RFC 3261 §17.2.2).
+ */
+export const RETRANSMISSION_WINDOW_MS = 32_000;
+
 export type RegisterResult =
   | { ok: true; bindings: Binding[] }
   /**
-   * OUT_OF_ORDER: an existing binding has the same Call-ID and a CSeq >= the
-   * request's (RFC 3261 §10.3 step 7: SHOULD reject with 500).
+   * OUT_OF_ORDER: an existing binding has the same Call-ID and a higher CSeq, or
+   * an equal one written more than RETRANSMISSION_WINDOW_MS ago (RFC 3261 §10.3
+   * step 7: SHOULD reject with 500).
    * TOO_MANY: the write would exceed maxContacts.
    */
   | { ok: false; code: 'OUT_OF_ORDER' | 'TOO_MANY'; bindings: Binding[] };

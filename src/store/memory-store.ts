@@ -8,6 +8,7 @@ import {
   type RegisterOp,
   type RegisterResult,
   type SipTransportName,
+  RETRANSMISSION_WINDOW_MS,
 } from './location-store.js';
 import type { CredentialStore, EndpointCredential } from './credentials.js';
 
@@ -78,6 +79,13 @@ export class MemoryLocationStore implements LocationStore {
 
     const outOfOrder = (b: Binding | undefined): boolean =>
       b !== undefined && b.callId === op.callId && b.cseq >= op.cseq;
+
+    // A retransmission of the REGISTER that wrote a live binding changes nothing.
+    for (const b of live.values()) {
+      if (b.callId === op.callId && b.cseq === op.cseq && op.now - b.updatedAt <= RETRANSMISSION_WINDOW_MS) {
+        return { ok: true, bindings: liveList() };
+      }
+    }
 
     if (op.removeAll) {
       // RFC 3261 §10.3 step 6: '*' removes only if no binding holds a newer CSeq

@@ -11,6 +11,7 @@ import {
   type RegisterOp,
   type RegisterResult,
   type SipTransportName,
+  RETRANSMISSION_WINDOW_MS,
 } from './location-store.js';
 import type { CredentialStore, EndpointCredential } from './credentials.js';
 
@@ -152,6 +153,15 @@ local function fail(code)
   local r = { code }
   for _, k in ipairs(liveKeys) do r[#r + 1] = liveJ[k] end
   return r
+end
+
+-- A retransmission of the REGISTER that wrote a live binding changes nothing
+-- (RETRANSMISSION_WINDOW_MS in location-store.ts).
+for _, k in ipairs(liveKeys) do
+  local b = liveB[k]
+  if b.callId == callId and b.cseq == cseq and type(b.updatedAt) == 'number' and now - b.updatedAt <= ${RETRANSMISSION_WINDOW_MS} then
+    return fail('OK')
+  end
 end
 
 -- RFC 3261 §10.3 step 7: same Call-ID with a CSeq not lower than the request's.

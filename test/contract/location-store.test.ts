@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { StoreUnavailableError } from '../../src/errors.js';
 import {
   aorKey,
+  RETRANSMISSION_WINDOW_MS,
   type Aor,
   type Binding,
   type BindingWrite,
@@ -281,8 +282,14 @@ describe.each(kinds)('$name (LocationStore contract)', (kind) => {
       await unchanged();
     });
 
-    it('rejects a write with the same Call-ID and an equal CSeq (a replay)', async () => {
-      const r = await store.register(ALICE, op(t0 + 1, 5, { writes: [write('k1', t0 + 2 * HOUR, { cseq: 5 })] }));
+    it('treats the same Call-ID and an equal CSeq within Timer J as a retransmission: success, nothing changes', async () => {
+      const r = await store.register(ALICE, op(t0 + RETRANSMISSION_WINDOW_MS, 5, { writes: [write('k1', t0 + 2 * HOUR, { cseq: 5 }), write('k9', t0 + HOUR, { cseq: 5 })] }));
+      expect(r).toEqual({ ok: true, bindings: [{ ...write('k1', t0 + HOUR, { cseq: 5 }), updatedAt: t0 }] });
+      await unchanged();
+    });
+
+    it('rejects a write with the same Call-ID and an equal CSeq after Timer J (a replay)', async () => {
+      const r = await store.register(ALICE, op(t0 + RETRANSMISSION_WINDOW_MS + 1, 5, { writes: [write('k1', t0 + 2 * HOUR, { cseq: 5 })] }));
       expect(r).toMatchObject({ ok: false, code: 'OUT_OF_ORDER' });
       await unchanged();
     });
@@ -293,8 +300,8 @@ describe.each(kinds)('$name (LocationStore contract)', (kind) => {
       await unchanged();
     });
 
-    it('rejects removeAll when a binding has the same Call-ID and an equal CSeq', async () => {
-      const r = await store.register(ALICE, op(t0 + 1, 5, { removeAll: true }));
+    it('rejects removeAll when a binding has the same Call-ID and an equal CSeq from before Timer J', async () => {
+      const r = await store.register(ALICE, op(t0 + RETRANSMISSION_WINDOW_MS + 1, 5, { removeAll: true }));
       expect(r).toMatchObject({ ok: false, code: 'OUT_OF_ORDER', bindings: [{ key: 'k1' }] });
       await unchanged();
     });
