@@ -1,5 +1,6 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { BlockList, isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { ConfigError } from './errors.js';
@@ -49,6 +50,11 @@ export interface Config {
   maxContacts: number;
   /** Unset → the embedded in-memory store. */
   redisUrl: string | null;
+  /**
+   * Processes sharing the listeners (node:cluster); more than 1 needs REDIS_URL.
+   * `auto` = one per CPU. @default 1
+   */
+  workers: number;
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
   /** HMAC key for digest nonces; random per process when unset (nonces then do not survive a restart). */
@@ -161,6 +167,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   clampMinExpires: false,
   maxContacts: 10,
   redisUrl: null,
+  workers: 1,
   tlsCertFile: null,
   tlsKeyFile: null,
   nonceSecret: null,
@@ -215,6 +222,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_CLAMP_MIN_EXPIRES', 'clampMinExpires', bool],
   ['SIP_MAX_CONTACTS', 'maxContacts', int(1, 1000)],
   ['REDIS_URL', 'redisUrl', redisUrl],
+  ['SIP_WORKERS', 'workers', workerCount],
   ['TLS_CERT_FILE', 'tlsCertFile', file],
   ['TLS_KEY_FILE', 'tlsKeyFile', file],
   ['NONCE_SECRET', 'nonceSecret', secret(16)],
@@ -325,6 +333,10 @@ function domain(v: string, name: string): string {
     throw new ConfigError(`${name} must be a DNS domain name, got "${v}"`);
   }
   return t;
+}
+function workerCount(v: string, name: string): number {
+  if (v.trim().toLowerCase() === 'auto') return availableParallelism();
+  return int(1, 64)(v, name);
 }
 function redisUrl(v: string, name: string): string | null {
   const t = v.trim();
@@ -463,6 +475,9 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     );
   }
 
+  if (cfg.workers > 1 && !cfg.redisUrl) {
+    throw new ConfigError('SIP_WORKERS > 1 needs REDIS_URL: the embedded store lives inside one process');
+  }
   if (cfg.minExpires > cfg.maxExpires) throw new ConfigError('SIP_MIN_EXPIRES must not exceed SIP_MAX_EXPIRES');
   if (cfg.defaultExpires < cfg.minExpires || cfg.defaultExpires > cfg.maxExpires) {
     throw new ConfigError('SIP_DEFAULT_EXPIRES must lie between SIP_MIN_EXPIRES and SIP_MAX_EXPIRES');

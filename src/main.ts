@@ -2,6 +2,9 @@ import { loadConfig } from './config.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { createApp } from './app.js';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { isWorker, reportListening, runPrimary, type PortsLine } from './cluster.js';
 
 /** Hard limit on graceful shutdown; the issue asks for an exit within 5 s of SIGTERM. */
 const SHUTDOWN_DEADLINE_MS = 4500;
@@ -19,6 +22,13 @@ async function main(): Promise<void> {
     throw e;
   }
   const log = createLogger(config.logLevel);
+  if (config.workers > 1 && !isWorker()) {
+    runPrimary(config, log, (ports, workers) => {
+      logListening(config, log, ports, workers);
+      showDevPartner(config, ports.http);
+    });
+    return;
+  }
   let app;
   try {
     app = createApp(config, log);
@@ -32,33 +42,20 @@ async function main(): Promise<void> {
   if (!config.redisUrl) log.warn('REDIS_URL not set: embedded in-memory store (one process; bindings and endpoints are lost at exit)');
 
   const listening = await app.start();
-  const port = (name: keyof typeof listening): number | null => listening[name]?.port ?? null;
-  log.info(
-    {
-      host: config.sipHost,
-      udp: port('udp'),
-      tcp: port('tcp'),
-      tls: port('tls'),
-      ws: port('ws'),
-      wss: port('wss'),
-      http: port('http'),
-      store: config.redisUrl ? 'redis' : 'memory',
-      nodeId: config.nodeId,
-      pid: process.pid,
-    },
-    'listening',
-  );
-
-  for (const p of config.partners) {
-    if (!p.generated) continue;
-    // Shown once, on the terminal (stderr), never in the JSON log.
-    process.stderr.write(
-      `\nsip-edge development partner (no partner configured; NODE_ENV is not production):\n` +
-        `  X-Auth-ID:    ${p.authId}\n  X-Auth-Token: ${p.authToken}\n` +
-        `  create an account: curl -s -X POST http://127.0.0.1:${port('http') ?? 8080}/api/v1/partner/accounts \\\n` +
-        `    -H 'X-Auth-ID: ${p.authId}' -H 'X-Auth-Token: <token above>' -H 'Content-Type: application/json' \\\n` +
-        `    -d '{"name":"Acme","email":"ops@acme.test","password":"a-long-password","country":"IN"}'\n\n`,
-    );
+  const ports: PortsLine = {
+    udp: listening.udp?.port ?? null,
+    tcp: listening.tcp?.port ?? null,
+    tls: listening.tls?.port ?? null,
+    ws: listening.ws?.port ?? null,
+    wss: listening.wss?.port ?? null,
+    http: listening.http?.port ?? null,
+  };
+  if (isWorker()) {
+    log.info({ ...ports, nodeId: config.nodeId, pid: process.pid }, 'worker listening');
+    reportListening(ports);
+  } else {
+    logListening(config, log, ports, 1);
+    showDevPartner(config, ports.http);
   }
 
   let stopping = false;
@@ -107,6 +104,35 @@ async function main(): Promise<void> {
     log.fatal({ err, origin }, 'uncaught exception');
     log.flush?.();
   });
+}
+
+/** The one start-up line scripts and tests read ports from (DESIGN.md "Operator interface"). */
+function logListening(config: Readonly<Config>, log: Logger, ports: PortsLine, workers: number): void {
+  log.info(
+    {
+      host: config.sipHost,
+      ...ports,
+      store: config.redisUrl ? 'redis' : 'memory',
+      workers,
+      nodeId: config.nodeId,
+      pid: process.pid,
+    },
+    'listening',
+  );
+}
+
+/** A generated development partner's token: shown once, on the terminal (stderr), never in the JSON log. */
+function showDevPartner(config: Readonly<Config>, httpPort: number | null): void {
+  for (const p of config.partners) {
+    if (!p.generated) continue;
+    process.stderr.write(
+      `\nsip-edge development partner (no partner configured; NODE_ENV is not production):\n` +
+        `  X-Auth-ID:    ${p.authId}\n  X-Auth-Token: ${p.authToken}\n` +
+        `  create an account: curl -s -X POST http://127.0.0.1:${httpPort ?? 8080}/api/v1/partner/accounts \\\n` +
+        `    -H 'X-Auth-ID: ${p.authId}' -H 'X-Auth-Token: <token above>' -H 'Content-Type: application/json' \\\n` +
+        `    -d '{"name":"Acme","email":"ops@acme.test","password":"a-long-password","country":"IN"}'\n\n`,
+    );
+  }
 }
 
 main().catch((err: unknown) => {
