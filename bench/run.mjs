@@ -26,6 +26,8 @@
 //   --kamailio-redis-auth=0             1: kamailio-redis also reads credentials per request from Redis (auth_db)
 //   --no-install / --no-build           skip apt and npm run build
 //   --retry=1                           a failed ladder step is retried this often once per ladder
+//   --nice=-10                          niceness of the harness and everything it starts (root only below 0):
+//                                       other jobs on a shared machine then disturb the numbers less
 // Examples: npm run bench -- --parts=ladder --systems=edge-memory --transports=udp --step=5
 import { execFileSync, execSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -39,7 +41,7 @@ import { writeInjection, runStep } from './lib/sipp.mjs';
 import { apiBench } from './lib/api.mjs';
 import { wssScale } from './lib/wss.mjs';
 import { summariseProfile } from './lib/profile.mjs';
-import { have } from './lib/proc.mjs';
+import { have, setNiceness } from './lib/proc.mjs';
 import { renderReport } from './lib/report.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -63,7 +65,7 @@ const opts = {
   parts: list(option('parts', 'ladder,api,profile,wss')),
   systems: list(option('systems', 'edge-redis,edge-memory,kamailio-memory,kamailio-redis')),
   transports: list(option('transports', 'udp,tcp')),
-  rates: list(option('rates', '1000,2000,4000,6000,8000,10000,13000,16000,20000,24000')).map(Number),
+  rates: list(option('rates', '1000,1500,2000,3000,4000,5000,6000,8000,10000,12000,14000,16000,20000,24000')).map(Number),
   stepS: Number(option('step', '10')),
   warmS: Number(option('warm', '5')),
   wssN: Number(option('wss-n', '19000')),
@@ -76,6 +78,7 @@ const opts = {
   build: option('build', '1') === '1',
   retry: Number(option('retry', '1')),
   users: Number(option('users', '10000')),
+  nice: Number(option('nice', '-10')),
 };
 
 // ---------- packages ----------
@@ -231,6 +234,7 @@ async function main() {
     execSync('npm run build --silent', { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   }
   const preload = buildFineClock(tmp);
+  if (opts.nice) setNiceness(opts.nice);
   const machine = versions();
   log(`machine: ${machine.cores} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}, kamailio ${machine.kamailio}, sipp ${machine.sipp}, redis ${machine.redis}`);
   const results = { stamp, date: new Date().toISOString(), opts, machine, fineClock: !!preload, ladders: {}, sanity: {}, api: {}, wss: null, profile: null, notes: [] };

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { openSync, closeSync, readFileSync, readdirSync, existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import os from 'node:os';
 
 export { sleep };
 
@@ -61,13 +62,29 @@ function hookExit() {
   }
 }
 
+/** Niceness for every process the harness starts (root may go below 0). */
+let niceness = 0;
+export function setNiceness(n) {
+  niceness = n;
+  try {
+    os.setPriority(n);
+  } catch {
+    /* not permitted: stay as we are */
+  }
+}
+/** [cmd, args] wrapped in `nice -n N` when a niceness is set. */
+export function niced(cmd, args) {
+  return niceness !== 0 && have('nice') ? ['nice', ['-n', String(niceness), cmd, ...args]] : [cmd, args];
+}
+
 /**
- * Start a process with stdout+stderr appended to `logFile`. Returns the child;
+ * Start a process with stdout+stderr written to `logFile`. Returns the child;
  * `child.exited` resolves with the exit code.
  */
 export function start(cmd, args, { env, cwd, logFile, stdio } = {}) {
   hookExit();
   const fd = logFile ? openSync(logFile, 'w') : 'ignore';
+  [cmd, args] = niced(cmd, args);
   const child = spawn(cmd, args, {
     env: env ?? process.env,
     cwd,

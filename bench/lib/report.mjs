@@ -45,16 +45,37 @@ export function renderReport(r) {
       `Load generator, servers and Redis share the same ${m.cores} cores. Run took ${int(r.seconds)} s; ladder steps ${r.opts.stepS} s, ` +
       `${r.opts.users.toLocaleString('en-US')} endpoints, two SIPp processes at half the rate each.`,
   );
+  const others = Object.values(r.ladders)
+    .flatMap((x) => Object.values(x))
+    .flatMap((l) => l.steps.map((s) => s.foreignCpu))
+    .sort((a, b) => a - b);
+  if (others.length) {
+    const med = others[Math.floor(others.length / 2)];
+    out.push('');
+    out.push(
+      med > 25
+        ? `**This machine was shared with other jobs during the run** (median CPU used by others during a step: ${int(med)} % of one core; ` +
+            `the harness ran at nice ${r.opts.nice}). Absolute rates are lower bounds and latencies upper bounds. The systems run one ` +
+            'after the other and the other load varied between them (last column of the table below), so ratios carry that uncertainty too.'
+        : `Other load on the machine during the steps: median ${int(med)} % of one core.`,
+    );
+  }
   out.push('');
 
   // ---- summary ----
   if (Object.keys(r.ladders).length) {
     out.push('## Highest sustained REGISTER rate (registrations/s; 401 challenge + 200 OK = one registration)');
     out.push('');
-    out.push(`| system | ${transports.map((t) => t.toUpperCase()).join(' | ')} |`);
-    out.push(`|---|${transports.map(() => '---:').join('|')}|`);
+    out.push(`| system | ${transports.map((t) => t.toUpperCase()).join(' | ')} | CPU of other jobs during its steps, median (${transports.join(' / ')}) |`);
+    out.push(`|---|${transports.map(() => '---:').join('|')}|---:|`);
+    const medOther = (sys, t) => {
+      const v = (r.ladders[sys]?.[t]?.steps ?? []).map((s) => s.foreignCpu).sort((a, b) => a - b);
+      return v.length ? `${int(v[Math.floor(v.length / 2)])} %` : '—';
+    };
     for (const sys of Object.keys(r.ladders)) {
-      out.push(`| ${LABELS[sys] ?? sys} | ${transports.map((t) => topText(r, sys, t)).join(' | ')} |`);
+      out.push(
+        `| ${LABELS[sys] ?? sys} | ${transports.map((t) => topText(r, sys, t)).join(' | ')} | ${transports.map((t) => medOther(sys, t)).join(' / ')} |`,
+      );
     }
     out.push('');
     out.push('Sustained = at least 99.9 % of the planned registrations succeeded, the achieved rate was at least 95 % of the');

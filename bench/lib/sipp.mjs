@@ -59,7 +59,7 @@ export function percentile(sorted, p) {
  * against `target` ({ports:{udp,tcp}, pid, cpuTree}) using the injection `files`
  * (one per SIPp process). Returns the step's measurements.
  */
-export async function runStep({ root, dir, target, transport, rate, seconds, files, scenario = 'register.xml', preload, extraPids = [] }) {
+export async function runStep({ root, dir, target, transport, rate, seconds, files, scenario = 'register.xml', preload, extraPids = [], cooldownMs = 5000 }) {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const n = files.length;
@@ -166,6 +166,8 @@ export async function runStep({ root, dir, target, transport, rate, seconds, fil
   res.retransGrowing = res.retransSecondHalf > 2 * res.retransFirstHalf + 0.001 * (res.planned / 2);
   res.sustained =
     res.successRatio >= 0.999 && attempted >= 0.999 * res.planned && res.achieved >= 0.95 * rate && !res.retransGrowing;
-  await sleep(200);
+  // An overloaded server may still be draining queues (Redis commands, retransmissions):
+  // let it settle before the next step so that step is not charged for this one.
+  await sleep(res.sustained ? 300 : cooldownMs);
   return res;
 }

@@ -2,15 +2,17 @@
 // self-signed certificate accepted) per user, registers with digest auth
 // (SHA-256 or MD5, qop=auth, computed here with node:crypto), then idles and
 // sends a CRLF keep-alive inside a frame every KEEPALIVE seconds.
-// Configuration: one JSON argument {url, domain, users:[{user,password}],
-// localAddresses:[...], window, keepaliveS, expires}. Reports JSON lines on
+// Configuration: one JSON argument {url, domain, from, count, localAddresses:[...],
+// window, keepaliveS, expires}; users are wssUser(from … from+count-1). Reports JSON lines on
 // stdout: {type:'progress', registered, failed} and {type:'done', ...}; exits on
 // SIGTERM (closing every socket).
 import { createHash, randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
+import { wssUser } from './wss-users.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
-const { url, domain, users, localAddresses, window = 100, keepaliveS = 25, expires = 3600 } = cfg;
+const { url, domain, localAddresses, window = 100, keepaliveS = 25, expires = 3600 } = cfg;
+const users = Array.from({ length: cfg.count }, (_, k) => wssUser(cfg.from + k));
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 const hash = (alg, s) => createHash(alg === 'SHA-256' ? 'sha256' : 'md5').update(s).digest('hex');

@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { startEdge } from './edge.mjs';
-import { rssKiB, sleep, cpuMeter } from './proc.mjs';
+import { rssKiB, sleep, cpuMeter, machineCpuMeter, niced } from './proc.mjs';
 import { redisPipeline } from './redis.mjs';
+import { wssUser } from './wss-users.mjs';
 
 /** Provision `users` credentials straight into Redis db `db` the way the API does (HA1 only). */
 async function provisionRedis(root, url, domain, users) {
@@ -34,33 +35,41 @@ async function provisionRedis(root, url, domain, users) {
  */
 export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS = 10, log }) {
   const domain = 'wss.sip.localhost';
-  const users = Array.from({ length: n }, (_, i) => ({ user: `w${String(i + 1).padStart(6, '0')}`, password: `wss-pw-${i + 1}-x` }));
+  const users = Array.from({ length: n }, (_, i) => wssUser(i + 1));
   const db = 2;
   await redisPipeline(redis.port, db, [['FLUSHDB']]);
   await provisionRedis(root, redis.url(db), domain, users);
   const edge = await startEdge({ root, tmp, name: 'edge-wss', store: 'redis', redisUrl: redis.url(db), listeners: ['wss'] });
   const results = { n, processes: 0 };
   const clients = [];
+  const clientCpu = [];
   try {
     await sleep(2000);
     results.rssBeforeKiB = rssKiB(edge.pid);
     const redisMem0 = await redis.usedMemory();
     const cpu = cpuMeter([edge.pid]);
     cpu.begin();
+    const machine = machineCpuMeter();
     const k = Math.ceil(n / perProcess);
     results.processes = k;
     const state = Array.from({ length: k }, () => ({ registered: 0, failed: 0, dropped: 0, done: false, ms: 0, firstFailure: null }));
     const t0 = Date.now();
     const timeline = [];
     for (let p = 0; p < k; p++) {
-      const slice = users.slice(p * perProcess, (p + 1) * perProcess);
-      // Source addresses 127.0.0.x: each has its own ephemeral port range.
-      const localAddresses = Array.from({ length: 8 }, (_, j) => `127.0.${1 + p}.${10 + j}`);
-      const cfg = { url: `wss://127.0.0.1:${edge.ports.wss}`, domain, users: slice, localAddresses, window: 64, keepaliveS: 25, expires: 3600 };
-      const child = spawn(process.execPath, ['--max-old-space-size=4096', join(root, 'bench/lib/wss-client.mjs'), JSON.stringify(cfg)], {
+      const from = p * perProcess + 1;
+      const count = Math.min(perProcess, n - p * perProcess);
+      // Source addresses 127.0.x.y: each has its own ephemeral port range, and fewer
+      // than 150 flows per address stay under per-address connection caps (default 200).
+      const perAddress = 120;
+      const localAddresses = Array.from({ length: Math.max(1, Math.ceil(count / perAddress)) }, (_, j) => `127.0.${1 + p}.${10 + j}`);
+      const cfg = { url: `wss://127.0.0.1:${edge.ports.wss}`, domain, from, count, localAddresses, window: Number(process.env.BENCH_WSS_WINDOW ?? 64), keepaliveS: 25, expires: 3600 };
+      const [cmd, args] = niced(process.execPath, ['--max-old-space-size=4096', join(root, 'bench/lib/wss-client.mjs'), JSON.stringify(cfg)]);
+      const child = spawn(cmd, args, {
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       clients.push(child);
+      clientCpu.push(cpuMeter([child.pid]));
+      clientCpu[clientCpu.length - 1].begin();
       createInterface({ input: child.stdout }).on('line', (line) => {
         try {
           const o = JSON.parse(line);
@@ -83,6 +92,9 @@ export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS =
     const tReg = (Date.now() - t0) / 1000;
     results.seconds = tReg;
     results.edgeCpu = cpu.end();
+    results.clientCpu = clientCpu.reduce((a, m) => a + m.end(), 0);
+    results.machineCpu = machine.end();
+    results.timeline = timeline.filter((_, i) => i % 5 === 4).map((x) => [Math.round(x.t), x.reg]);
     results.registered = state.reduce((a, s) => a + s.registered, 0);
     results.failed = state.reduce((a, s) => a + s.failed, 0);
     results.firstFailure = state.find((s) => s.firstFailure)?.firstFailure ?? null;
