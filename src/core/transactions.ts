@@ -1,14 +1,23 @@
 /**
- * Non-INVITE server transactions (RFC 3261 §17.2.2), reduced to what a
- * registrar needs: a retransmitted request (same branch, sent-by and method,
- * §17.2.3) is absorbed while the first copy is being processed ("Trying") and
- * answered with the last response once it is final ("Completed"), until
- * Timer J (64*T1 for unreliable transports; zero for reliable ones, which is
- * why stream transports are not tracked at all).
+ * Non-INVITE server transactions (RFC 3261 §17.2.2) of the requests the edge
+ * answers itself (REGISTER, OPTIONS): a retransmitted request (same branch,
+ * sent-by and method, §17.2.3) is absorbed while the first copy is being
+ * processed ("Trying") and answered with the last response once it is final
+ * ("Completed"). Stream transports are reliable (Timer J is zero), so only UDP
+ * requests are tracked.
  */
 
-/** RFC 3261 §17.1.1.1: T1 = 500 ms; Timer J = 64*T1. */
-export const TIMER_J_MS = 64 * 500;
+/**
+ * How long a completed local transaction is remembered: 8 s, not Timer J's 32 s.
+ * These requests are idempotent — a REGISTER retransmission met later is a no-op
+ * in the store (same Call-ID and CSeq within 32 s), a late OPTIONS is answered
+ * again — so keeping every response for 32–64 s only cost memory: ~270 MB of
+ * heap and long GC pauses at 3,000 registrations/s, which overflowed the UDP
+ * receive buffer. Kamailio keeps a completed transaction 5 s (tm wt_timer) and
+ * answers REGISTER statelessly. A request retransmitted after its response was
+ * lost arrives within T2 = 4 s, inside this window.
+ */
+export const LOCAL_LINGER_MS = 8_000;
 
 export type TransactionState =
   | { state: 'new' }
@@ -21,16 +30,17 @@ const TRYING = Symbol('trying');
 type Entry = Buffer | typeof TRYING;
 
 /**
- * Entries live between J and 2*J: two generations, rotated every J, so expiry
- * costs one Map drop per rotation instead of a timer per transaction.
+ * Entries live between `linger` and 2*`linger`: two generations, rotated every
+ * `linger`, so expiry costs one Map drop per rotation instead of a timer per
+ * transaction.
  */
 export class ServerTransactionTable {
   private current = new Map<string, Entry>();
   private previous = new Map<string, Entry>();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly timerJ: number = TIMER_J_MS) {
-    this.timer = setInterval(() => this.rotate(), timerJ);
+  constructor(linger: number = LOCAL_LINGER_MS) {
+    this.timer = setInterval(() => this.rotate(), linger);
     this.timer.unref();
   }
 
