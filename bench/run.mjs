@@ -23,6 +23,7 @@
 //   --api-seconds=8                     seconds per autocannon run
 //   --profile-seconds=10
 //   --budget=1140                       seconds the whole run may take; steps shrink to fit
+//   --edge-workers=N                    SIP_WORKERS for the edge on Redis (unset: the edge's default, one process)
 //   --kamailio-redis-auth=0             1: kamailio-redis also reads credentials per request from Redis (auth_db)
 //   --no-install / --no-build           skip apt and npm run build
 //   --retry=1                           a failed ladder step is retried this often once per ladder
@@ -79,6 +80,7 @@ const opts = {
   retry: Number(option('retry', '1')),
   users: Number(option('users', '10000')),
   nice: Number(option('nice', '-10')),
+  edgeWorkers: option('edge-workers', ''),
 };
 
 // ---------- packages ----------
@@ -256,7 +258,8 @@ async function main() {
       log(`=== ${sys}: ${def.label}`);
       if (def.kind === 'edge') {
         if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
-        server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0) });
+        const env = def.store === 'redis' && opts.edgeWorkers ? { SIP_WORKERS: opts.edgeWorkers } : {};
+        server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), env });
         account = await createAccount(server, sys);
         const t = Date.now();
         endpointIds = await createEndpoints(server, account, users, 16);
@@ -267,7 +270,8 @@ async function main() {
         domain = 'kamailio.sip.localhost';
         server = await startKamailio({ root: ROOT, tmp, variant: def.variant, users, domain, redis, redisDb: 1, redisAuth: opts.kamailioRedisAuth });
       }
-      const target = { pid: server.pid, ports: server.ports, cpuTree: def.kind === 'kamailio' };
+      // Process tree: Kamailio's children, the edge's workers when SIP_WORKERS > 1.
+      const target = { pid: server.pid, ports: server.ports, cpuTree: true };
       const usesRedis = def.store === 'redis' || def.variant === 'redis';
       try {
         const files = writeInjection(join(tmp, 'inj'), sys, users, domain);
@@ -309,7 +313,8 @@ async function main() {
       mkdirSync(profDir, { recursive: true });
       const name = `edge-${stamp}.cpuprofile`;
       if (!edgeRedisAccount) await redisPipeline(redis.port, 0, [['FLUSHDB']]);
-      const edge = await startEdge({ root: ROOT, tmp, name: 'edge-profile', store: 'redis', redisUrl: redis.url(0), nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
+      // One process (SIP_WORKERS=1): one profile of the whole hot path.
+      const edge = await startEdge({ root: ROOT, tmp, name: 'edge-profile', store: 'redis', redisUrl: redis.url(0), env: { SIP_WORKERS: '1' }, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
       try {
         let account = edgeRedisAccount?.account;
         if (!account) {
@@ -338,7 +343,7 @@ async function main() {
 
     if (opts.parts.includes('wss')) {
       log(`=== wss: ${opts.wssN} concurrent WSS flows`);
-      results.wss = await wssScale({ root: ROOT, tmp, redis, n: opts.wssN, idleS: opts.wssIdleS, log });
+      results.wss = await wssScale({ root: ROOT, tmp, redis, n: opts.wssN, idleS: opts.wssIdleS, log, workers: opts.edgeWorkers });
       log(`wss: ${JSON.stringify(results.wss)}`);
     }
   } finally {

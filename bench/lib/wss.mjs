@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { startEdge } from './edge.mjs';
-import { rssKiB, sleep, cpuMeter, machineCpuMeter, niced } from './proc.mjs';
+import { rssKiB, sleep, cpuMeter, machineCpuMeter, niced, processTree } from './proc.mjs';
 import { redisPipeline } from './redis.mjs';
 import { wssUser } from './wss-users.mjs';
 
@@ -33,21 +33,23 @@ async function provisionRedis(root, url, domain, users) {
  * Run the WSS scale test. Returns {n, registered, failed, dropped, rssBeforeKiB,
  * rssAfterKiB, kibPerFlow, regRate, peakRate, seconds, edgeCpu, redisBytesPerFlow}.
  */
-export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS = 10, log }) {
+export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS = 10, log, workers = '' }) {
   const domain = 'wss.sip.localhost';
   const users = Array.from({ length: n }, (_, i) => wssUser(i + 1));
   const db = 2;
   await redisPipeline(redis.port, db, [['FLUSHDB']]);
   await provisionRedis(root, redis.url(db), domain, users);
-  const edge = await startEdge({ root, tmp, name: 'edge-wss', store: 'redis', redisUrl: redis.url(db), listeners: ['wss'] });
+  const edge = await startEdge({ root, tmp, name: 'edge-wss', store: 'redis', redisUrl: redis.url(db), listeners: ['wss'], env: workers ? { SIP_WORKERS: workers } : {} });
+  // RSS and CPU of the edge's whole process tree (its workers, when SIP_WORKERS > 1).
+  const edgeRss = () => processTree(edge.pid).reduce((a, p) => a + rssKiB(p), 0);
   const results = { n, processes: 0 };
   const clients = [];
   const clientCpu = [];
   try {
     await sleep(2000);
-    results.rssBeforeKiB = rssKiB(edge.pid);
+    results.rssBeforeKiB = edgeRss();
     const redisMem0 = await redis.usedMemory();
-    const cpu = cpuMeter([edge.pid]);
+    const cpu = cpuMeter([edge.pid], { tree: true });
     cpu.begin();
     const machine = machineCpuMeter();
     const k = Math.ceil(n / perProcess);
@@ -104,7 +106,7 @@ export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS =
     results.peakRate = Math.max(0, ...timeline.map((x) => x.rate));
     log?.(`wss: ${results.registered}/${n} registered in ${(lastMs / 1000).toFixed(1)} s; idling ${idleS} s with keep-alives`);
     await sleep(idleS * 1000);
-    results.rssAfterKiB = rssKiB(edge.pid);
+    results.rssAfterKiB = edgeRss();
     results.dropped = state.reduce((a, s) => a + s.dropped, 0);
     results.open = state.reduce((a, s) => a + (s.open ?? 0), 0);
     results.kibPerFlow = (results.rssAfterKiB - results.rssBeforeKiB) / Math.max(1, results.registered);
