@@ -72,11 +72,11 @@ export interface RegisterOp {
 }
 
 /**
- * A REGISTER with the Call-ID and CSeq of a binding written at most this long ago
- * is a retransmission of the request that wrote it (it reached another worker, or
- * came after the transaction was forgotten): it succeeds and changes nothing, as
- * in kamailio usrloc (cseq_delay). Later, the same CSeq is a replay: out of order.
- * Timer J (64*T1, RFC 3261 §17.2.2).
+ * A REGISTER naming a contact whose binding carries the same Call-ID and CSeq,
+ * written at most this long ago, is a retransmission of the request that wrote it
+ * (it reached another worker, or came after the transaction was forgotten): it
+ * succeeds and changes nothing, as in kamailio usrloc (cseq_delay). Later, the
+ * same CSeq is a replay: out of order. Timer J (64*T1, RFC 3261 §17.2.2).
  */
 export const RETRANSMISSION_WINDOW_MS = 32_000;
 

@@ -80,9 +80,10 @@ export class MemoryLocationStore implements LocationStore {
     const outOfOrder = (b: Binding | undefined): boolean =>
       b !== undefined && b.callId === op.callId && b.cseq >= op.cseq;
 
-    // A retransmission of the REGISTER that wrote a live binding changes nothing.
-    for (const b of live.values()) {
-      if (b.callId === op.callId && b.cseq === op.cseq && op.now - b.updatedAt <= RETRANSMISSION_WINDOW_MS) {
+    // A retransmission of the REGISTER that wrote one of its contacts changes nothing.
+    for (const w of op.writes) {
+      const b = live.get(w.key);
+      if (b && b.callId === op.callId && b.cseq === op.cseq && op.now - b.updatedAt <= RETRANSMISSION_WINDOW_MS) {
         return { ok: true, bindings: liveList() };
       }
     }

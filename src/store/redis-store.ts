@@ -155,12 +155,15 @@ local function fail(code)
   return r
 end
 
--- A retransmission of the REGISTER that wrote a live binding changes nothing
+-- A retransmission of the REGISTER that wrote one of its contacts changes nothing
 -- (RETRANSMISSION_WINDOW_MS in location-store.ts).
-for _, k in ipairs(liveKeys) do
-  local b = liveB[k]
-  if b.callId == callId and b.cseq == cseq and type(b.updatedAt) == 'number' and now - b.updatedAt <= ${RETRANSMISSION_WINDOW_MS} then
-    return fail('OK')
+if not removeAll then
+  for i = 9 + nRemoves, #ARGV, 3 do
+    local b = liveB[ARGV[i]]
+    if b and b.callId == callId and b.cseq == cseq and type(b.updatedAt) == 'number'
+        and now - b.updatedAt <= ${RETRANSMISSION_WINDOW_MS} then
+      return fail('OK')
+    end
   end
 end
 

@@ -288,6 +288,12 @@ describe.each(kinds)('$name (LocationStore contract)', (kind) => {
       await unchanged();
     });
 
+    it('does not take another contact with the same Call-ID and CSeq for a retransmission', async () => {
+      const r = await store.register(ALICE, op(t0 + 1, 5, { writes: [write('k2', t0 + HOUR, { cseq: 5 })] }));
+      expect(r).toMatchObject({ ok: true });
+      expect(keys(await store.lookup(ALICE)).sort()).toEqual(['k1', 'k2']);
+    });
+
     it('rejects a write with the same Call-ID and an equal CSeq after Timer J (a replay)', async () => {
       const r = await store.register(ALICE, op(t0 + RETRANSMISSION_WINDOW_MS + 1, 5, { writes: [write('k1', t0 + 2 * HOUR, { cseq: 5 })] }));
       expect(r).toMatchObject({ ok: false, code: 'OUT_OF_ORDER' });
