@@ -127,6 +127,16 @@ function versions() {
     cores: cpus().length,
     memGiB: (totalmem() / 2 ** 30).toFixed(1),
     kernel: release(),
+    // The sip-edge code measured: HEAD, plus whether src/ had uncommitted changes when built.
+    commit: (() => {
+      try {
+        const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
+        const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT }).toString().trim() !== '';
+        return dirty ? `${head} + uncommitted src changes` : head;
+      } catch {
+        return '?';
+      }
+    })(),
     nofile: (() => {
       try {
         return execSync('ulimit -Hn', { shell: '/bin/bash' }).toString().trim();

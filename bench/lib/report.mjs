@@ -41,7 +41,7 @@ export function renderReport(r) {
   out.push('');
   out.push(
     `Machine: ${m.cores} × ${m.cpu}, ${m.memGiB} GiB RAM, Linux ${m.kernel}, open-files hard limit ${m.nofile}. ` +
-      `Node ${m.node}, Kamailio ${m.kamailio} (Debian), SIPp ${m.sipp}, Redis ${m.redis}. ` +
+      `sip-edge at ${m.commit ?? '?'}. Node ${m.node}, Kamailio ${m.kamailio} (Debian), SIPp ${m.sipp}, Redis ${m.redis}. ` +
       `Load generator, servers and Redis share the same ${m.cores} cores. Run took ${int(r.seconds)} s; ladder steps ${r.opts.stepS} s, ` +
       `${r.opts.users.toLocaleString('en-US')} endpoints, two SIPp processes at half the rate each` +
       `${r.opts.edgeWorkers ? `; sip-edge on Redis with SIP_WORKERS=${r.opts.edgeWorkers}` : '; sip-edge as one process (SIP_WORKERS unset)'}.`,
