@@ -216,11 +216,13 @@ export class MemoryDirectory implements Directory {
   async listEndpoints(accountAuthId: string, q: EndpointQuery, p: PageRequest): Promise<Page<EndpointRecord>> {
     const t = this.#tenants.get(accountAuthId);
     if (!t) return { total: 0, items: [] };
-    const all = [...t.endpoints.values()].filter((e) => endpointMatches(e, q));
-    all.sort((a, b) =>
-      compareByCreation({ createdAt: a.createdAt, id: a.endpointId }, { createdAt: b.createdAt, id: b.endpointId }),
-    );
-    return page(all.map(clone), p);
+    // Parse each timestamp once and copy only the page: a list of 100 out of 10,000
+    // endpoints used to parse 260,000 dates and copy every record (9 requests/s).
+    const all: Array<{ e: EndpointRecord; at: number }> = [];
+    for (const e of t.endpoints.values()) if (endpointMatches(e, q)) all.push({ e, at: Date.parse(e.createdAt) });
+    all.sort((a, b) => a.at - b.at || (a.e.endpointId < b.e.endpointId ? -1 : a.e.endpointId > b.e.endpointId ? 1 : 0));
+    const { total, items } = page(all, p);
+    return { total, items: items.map((x) => clone(x.e)) };
   }
 
   async updateEndpoint(accountAuthId: string, endpointId: string, patch: EndpointPatch): Promise<UpdateEndpointResult> {
