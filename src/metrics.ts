@@ -118,7 +118,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'sip_event_loop_delay_p99_seconds',
-      help: ' 99th percentile of event-loop stalls since the server started serving',
+      help: '99th percentile of event-loop lateness since the server started serving',
       registers,
       collect() {
         this.set(eld.count === 0 ? 0 : Math.max(0, eld.percentile(99) / 1e9 - ELD_RESOLUTION_MS / 1000));

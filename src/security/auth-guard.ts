@@ -81,7 +81,7 @@ export class AuthGuard {
       return 'ok';
     }
     if (state.sourceUntil > 0 && src !== null) {
-      this.knownBlocks.set(src, state.sourceUntil);
+      this.rememberBlock(src, state.sourceUntil);
       return this.refuse('source');
     }
     if (state.endpointUntil > 0 && !state.good) return this.refuse('endpoint');
@@ -100,7 +100,7 @@ export class AuthGuard {
         this.opts.store.fail(ep, now, this.endpointLimits),
       ]);
       if (s && src !== null && s.until > 0) {
-        this.knownBlocks.set(src, s.until);
+        this.rememberBlock(src, s.until);
         if (s.started) {
           this.blocks.source++;
           this.opts.log.warn({ source, until: new Date(s.until).toISOString() }, 'password guessing: source refused');
@@ -137,6 +137,12 @@ export class AuthGuard {
     return scope;
   }
 
+  /** Bounded: a flood of blocked sources must not grow the map without limit. */
+  private rememberBlock(key: string, until: number): void {
+    if (this.knownBlocks.size >= 100_000) this.knownBlocks.clear();
+    this.knownBlocks.set(key, until);
+  }
+
   private blockedLocally(key: string, now: number): boolean {
     const until = this.knownBlocks.get(key);
     if (until === undefined) return false;
@@ -152,7 +158,6 @@ export class AuthGuard {
       if (this.trustCache.size >= 100_000) this.trustCache.clear();
       this.trustCache.set(source, (trusted = this.opts.trusted.has(source)));
     }
-    if (this.knownBlocks.size >= 100_000) this.knownBlocks.clear();
     return trusted ? null : `src:${source}`;
   }
 

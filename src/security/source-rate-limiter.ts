@@ -46,6 +46,8 @@ export class SourceRateLimiter {
   readonly dropped: Record<DropReason, number> = { banned: 0, rate: 0 };
   /** Bans started since start. */
   bans = 0;
+  /** Why the last refusal by {@link admit} happened. */
+  lastDrop: DropReason = 'rate';
 
   constructor(private readonly opts: SourceRateLimiterOptions) {
     this.maxTracked = opts.maxTracked ?? 200_000;
@@ -54,10 +56,7 @@ export class SourceRateLimiter {
     this.sweeper.unref();
   }
 
-  /**
-   * Count one message from `address`; false = drop it unread. `lastDrop` tells
-   * why after a false.
-   */
+  /** Count one message from `address`; false = drop it unread ({@link lastDrop} tells why). */
   admit(address: string): boolean {
     if (this.opts.limit === 0) return true;
     const now = this.now();
@@ -93,9 +92,6 @@ export class SourceRateLimiter {
     }
     return true;
   }
-
-  /** Reason of the last refusal by {@link admit}. */
-  lastDrop: DropReason = 'rate';
 
   /** Whether `address` is banned now (new connections from it are refused). */
   isBanned(address: string): boolean {

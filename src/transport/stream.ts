@@ -1,7 +1,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from '../logger.js';
-import { StreamFramer } from './framer.js';
+import { StreamFramer, type FrameEvent } from './framer.js';
 import {
   normalizeAddress,
   secureContextOptions,
@@ -41,6 +41,9 @@ interface Conn {
 }
 
 let nextConnId = 0;
+
+/** Messages of one connection handled per turn of the event loop (fairness, bounded stalls). */
+const MESSAGES_PER_TICK = 16;
 
 /** Time a closing connection gets to flush its last responses before it is cut. */
 const END_GRACE_MS = 500;
@@ -133,23 +136,51 @@ export class StreamTransport implements Transport {
     };
     let delivered = false;
     let slow: NodeJS.Timeout | null = arm('no complete message in time');
-    socket.on('data', (chunk: Buffer) => {
-      let progressed = false;
-      for (const ev of framer.push(chunk)) {
+    // Framed events wait here; at most MESSAGES_PER_TICK are handled per turn of the
+    // event loop, the socket paused meanwhile, so one connection's 64 KB read of tiny
+    // messages cannot hold the loop (or starve other connections).
+    let queue: FrameEvent[] = [];
+    let next = 0;
+    let yielding = false;
+    const handle = (): void => {
+      let n = 0;
+      while (next < queue.length) {
+        if (n++ === MESSAGES_PER_TICK) {
+          if (!yielding) {
+            yielding = true;
+            socket.pause();
+            setImmediate(() => {
+              yielding = false;
+              if (socket.destroyed) return;
+              handle();
+              if (!yielding) socket.resume();
+            });
+          }
+          return;
+        }
+        const ev = queue[next++] as FrameEvent;
         if (ev.type === 'message') this.sink.onMessage(ev.data, flow);
         else if (ev.type === 'ping') socket.write(PONG);
         else {
           this.log.debug({ connId, reason: ev.reason, remote: flow.remoteAddress }, 'closing unframeable stream');
           socket.destroy();
+          queue = [];
+          next = 0;
           return;
         }
-        progressed = true;
       }
-      if (progressed) {
+      queue = [];
+      next = 0;
+    };
+    socket.on('data', (chunk: Buffer) => {
+      const events = framer.push(chunk);
+      if (events.length > 0) {
         // Something complete arrived: the clock restarts for whatever follows.
         delivered = true;
         if (slow !== null) clearTimeout(slow);
         slow = null;
+        for (const ev of events) queue.push(ev);
+        if (!yielding) handle();
       }
       if (framer.pending > 0) slow ??= arm('message not completed in time');
       else if (delivered && slow !== null) {

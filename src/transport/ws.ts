@@ -34,6 +34,9 @@ export interface WsOptions {
   tls?: TlsSettings;
 }
 
+/** Messages of one connection handled per turn of the event loop (fairness, bounded stalls). */
+const MESSAGES_PER_TICK = 16;
+
 /** Time clients get to answer our close frame before the socket is cut. */
 const CLOSE_GRACE_MS = 500;
 
@@ -63,6 +66,8 @@ export class WsTransport implements Transport {
       maxPayload: this.opts.maxMessageSize,
       perMessageDeflate: false,
       clientTracking: false,
+      // Not allowSynchronousEvents: false — with it, ws 8.23 crashed on fuzzed frames
+      // (TypeError in Receiver.getData). Fairness is done below instead.
       handleProtocols: (protocols) => (protocols.has('sip') ? 'sip' : false),
     });
     this.wss = wss;
@@ -158,16 +163,44 @@ export class WsTransport implements Transport {
       }
     });
     ws.on('ping', settled);
+    // ws emits every frame of one read in a row: queue them and handle at most
+    // MESSAGES_PER_TICK per turn of the event loop, the socket paused meanwhile, so
+    // one connection cannot hold the loop or starve the others.
+    let queue: Buffer[] = [];
+    let next = 0;
+    let yielding = false;
+    const handle = (): void => {
+      let n = 0;
+      while (next < queue.length) {
+        if (n++ === MESSAGES_PER_TICK) {
+          if (!yielding) {
+            yielding = true;
+            ws.pause();
+            setImmediate(() => {
+              yielding = false;
+              if (ws.readyState !== ws.OPEN) return;
+              handle();
+              if (!yielding) ws.resume();
+            });
+          }
+          return;
+        }
+        const buf = queue[next++] as Buffer;
+        // RFC 7118 has no keep-alive of its own; clients send CRLF(CRLF) in a frame (RFC 5626 style).
+        if (isCrlfOnly(buf)) {
+          if (buf.length >= 4) ws.send('\r\n');
+          continue;
+        }
+        this.sink.onMessage(buf, flow);
+      }
+      queue = [];
+      next = 0;
+    };
     ws.on('message', (data: RawData) => {
       settled();
       entry.idle.refresh();
-      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-      // RFC 7118 has no keep-alive of its own; clients send CRLF(CRLF) in a frame (RFC 5626 style).
-      if (isCrlfOnly(buf)) {
-        if (buf.length >= 4) ws.send('\r\n');
-        return;
-      }
-      this.sink.onMessage(buf, flow);
+      queue.push(Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data));
+      if (!yielding) handle();
     });
     ws.on('pong', () => {
       settled();

