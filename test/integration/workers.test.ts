@@ -24,10 +24,14 @@ describe('multi-process edge (SIP_WORKERS=2)', () => {
     await redis?.stop();
   });
 
-  it('logs one listening line for the whole edge, after both workers bound the same ports', () => {
+  it('logs one listening line for the whole edge, after both workers bound the same ports', async () => {
     const lines = server.logs.filter((l) => l.msg === 'listening');
     expect(lines).toHaveLength(1);
     expect(lines[0].workers).toBe(2);
+    // Workers report to the primary over IPC; their own log lines reach the shared pipe a little later.
+    for (let i = 0; i < 40 && server.logs.filter((l) => l.msg === 'worker listening').length < 2; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const workers = server.logs.filter((l) => l.msg === 'worker listening');
     expect(workers).toHaveLength(2);
     expect(new Set(workers.map((w) => w.pid)).size).toBe(2);
