@@ -6,8 +6,8 @@ import {
   normalizeAddress,
   secureContextOptions,
   type BoundAddress,
-  type ConnectionGate,
   type Flow,
+  type ListenerOptions,
   type MessageSink,
   type TlsSettings,
   type Transport,
@@ -15,25 +15,7 @@ import {
 
 const PONG = Buffer.from('\r\n');
 
-export interface StreamOptions {
-  host: string;
-  port: number;
-  maxMessageSize: number;
-  /** Seconds without any byte before the connection is closed. */
-  idleTimeout: number;
-  /**
-   * Seconds a connection may take to complete its first message, any message it
-   * has started, and (TLS) its handshake: slow senders (slowloris) are cut.
-   * @default 10
-   */
-  headerTimeout?: number;
-  /** Cap of this listener alone, applied when no gate is given (the gate enforces the shared caps). */
-  maxConnections: number;
-  /** Connection caps and bans, consulted before the TLS handshake. */
-  gate?: ConnectionGate;
-  /** TLS settings; absent for plain TCP. */
-  tls?: TlsSettings;
-}
+export type StreamOptions = ListenerOptions;
 
 interface Conn {
   socket: net.Socket;

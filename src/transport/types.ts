@@ -75,3 +75,24 @@ export function secureContextOptions(t: TlsSettings): { key: Buffer; cert: Buffe
 export function normalizeAddress(address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
 }
+
+/** What every stream listener (TCP, TLS, WS, WSS) is configured with. */
+export interface ListenerOptions {
+  host: string;
+  port: number;
+  maxMessageSize: number;
+  /** Seconds without any byte before the connection is closed. */
+  idleTimeout: number;
+  /**
+   * Seconds a connection may take for its TLS handshake, its first message (or
+   * HTTP upgrade request), and any message or frame it has started: slow senders
+   * (slowloris) are cut. @default 10
+   */
+  headerTimeout?: number;
+  /** Cap of this listener alone, applied when no gate is given (the gate enforces the shared caps). */
+  maxConnections: number;
+  /** Connection caps and bans, consulted before the TLS handshake. */
+  gate?: ConnectionGate;
+  /** TLS settings; absent for plain TCP and WS. */
+  tls?: TlsSettings;
+}

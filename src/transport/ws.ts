@@ -8,30 +8,16 @@ import {
   normalizeAddress,
   secureContextOptions,
   type BoundAddress,
-  type ConnectionGate,
   type Flow,
+  type ListenerOptions,
   type MessageSink,
   type TlsSettings,
   type Transport,
 } from './types.js';
 
-export interface WsOptions {
-  host: string;
-  port: number;
-  maxMessageSize: number;
-  idleTimeout: number;
-  /**
-   * Seconds for the TLS handshake, for the HTTP upgrade request, and for any
-   * WebSocket frame once started: slow senders are cut. @default 10
-   */
-  headerTimeout?: number;
-  /** Cap of this listener alone, applied when no gate is given (the gate enforces the shared caps). */
-  maxConnections: number;
-  /** Connection caps and bans, consulted before the TLS handshake. */
-  gate?: ConnectionGate;
+export interface WsOptions extends ListenerOptions {
   /** Allowed Origin values; empty = any. */
   allowedOrigins: readonly string[];
-  tls?: TlsSettings;
 }
 
 /** Messages of one connection handled per turn of the event loop (fairness, bounded stalls). */
