@@ -79,7 +79,7 @@ function pingOnce(port: number): Promise<boolean> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function waitExit(c: ChildProcess): Promise<void> {
+function waitForClose(c: ChildProcess): Promise<void> {
   if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => c.once('exit', () => resolve()));
 }
@@ -127,7 +127,7 @@ export async function startRedis(): Promise<RedisServerHandle> {
       if (await pingOnce(port)) return;
       if (Date.now() > deadline) {
         c.kill('SIGKILL');
-        await waitExit(c);
+        await waitForClose(c);
         throw new Error(`redis-server did not answer PING on port ${port} within ${START_TIMEOUT_MS} ms:\n${log}`);
       }
       await sleep(25);
@@ -138,7 +138,7 @@ export async function startRedis(): Promise<RedisServerHandle> {
     const c = child;
     if (c === null) return;
     c.kill(signal);
-    await waitExit(c);
+    await waitForClose(c);
   };
 
   await start();

@@ -102,7 +102,7 @@ export async function startServer(env: Record<string, string> = {}, timeoutMs = 
 }
 
 /** Runs the server expecting it to exit (bad configuration); returns code and output. */
-export function runServerToExit(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; output: string }> {
+export function runServerUntilStopped(env: Record<string, string>, timeoutMs = 10_000): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAIN], {
       cwd: ROOT,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { runServerToExit, startServer, type ServerProcess } from '../helpers/server-process.js';
+import { runServerUntilStopped, startServer, type ServerProcess } from '../helpers/server-process.js';
 import { endpoints, provision, redisStores } from '../helpers/provision.js';
 import { registerWithAuth, streamConn, udpConn } from '../helpers/sip-client.js';
 
@@ -75,7 +75,7 @@ describe('multi-process edge (SIP_WORKERS=2)', () => {
 
 describe('SIP_WORKERS without Redis', () => {
   it('refuses to start: one clear line, exit code 2', async () => {
-    const r = await runServerToExit({ SIP_WORKERS: '2', SIP_UDP_PORT: '0', SIP_TCP_PORT: '0', HTTP_PORT: '0' });
+    const r = await runServerUntilStopped({ SIP_WORKERS: '2', SIP_UDP_PORT: '0', SIP_TCP_PORT: '0', HTTP_PORT: '0' });
     expect(r.code).toBe(2);
     expect(r.output).toMatch(/configuration error: SIP_WORKERS > 1 needs REDIS_URL/);
   });
