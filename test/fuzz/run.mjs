@@ -136,4 +136,4 @@ summary.problems = problems;
 const text = JSON.stringify(summary, null, 2);
 if (values.json) writeFileSync(values.json, text + '\n');
 console.log(text);
-process.exit(problems.length === 0 ? 0 : 1);
+process.exitCode = problems.length === 0 ? 0 : 1;
