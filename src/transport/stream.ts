@@ -2,6 +2,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from '../logger.js';
 import { StreamFramer, type FrameEvent } from './framer.js';
+import { FairQueue } from './fair-queue.js';
 import {
   normalizeAddress,
   secureContextOptions,
@@ -25,7 +26,6 @@ interface Conn {
 let nextConnId = 0;
 
 /** Messages of one connection handled per turn of the event loop (fairness, bounded stalls). */
-const MESSAGES_PER_TICK = 16;
 
 /** Time a closing connection gets to flush its last responses before it is cut. */
 const END_GRACE_MS = 500;
@@ -118,42 +118,19 @@ export class StreamTransport implements Transport {
     };
     let delivered = false;
     let slow: NodeJS.Timeout | null = arm('no complete message in time');
-    // Framed events wait here; at most MESSAGES_PER_TICK are handled per turn of the
-    // event loop, the socket paused meanwhile, so one connection's 64 KB read of tiny
-    // messages cannot hold the loop (or starve other connections).
-    let queue: FrameEvent[] = [];
-    let next = 0;
-    let yielding = false;
-    const handle = (): void => {
-      let n = 0;
-      while (next < queue.length) {
-        if (n++ === MESSAGES_PER_TICK) {
-          if (!yielding) {
-            yielding = true;
-            socket.pause();
-            setImmediate(() => {
-              yielding = false;
-              if (socket.destroyed) return;
-              handle();
-              if (!yielding) socket.resume();
-            });
-          }
-          return;
-        }
-        const ev = queue[next++] as FrameEvent;
+    const queue = new FairQueue<FrameEvent>(
+      { pause: () => socket.pause(), resume: () => socket.resume(), isOpen: () => !socket.destroyed },
+      (ev) => {
         if (ev.type === 'message') this.sink.onMessage(ev.data, flow);
         else if (ev.type === 'ping') socket.write(PONG);
         else {
           this.log.debug({ connId, reason: ev.reason, remote: flow.remoteAddress }, 'closing unframeable stream');
           socket.destroy();
-          queue = [];
-          next = 0;
-          return;
+          return false;
         }
-      }
-      queue = [];
-      next = 0;
-    };
+        return true;
+      },
+    );
     socket.on('data', (chunk: Buffer) => {
       const events = framer.push(chunk);
       if (events.length > 0) {
@@ -161,8 +138,7 @@ export class StreamTransport implements Transport {
         delivered = true;
         if (slow !== null) clearTimeout(slow);
         slow = null;
-        for (const ev of events) queue.push(ev);
-        if (!yielding) handle();
+        queue.push(events);
       }
       if (framer.pending > 0) slow ??= arm('message not completed in time');
       else if (delivered && slow !== null) {

@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type net from 'node:net';
 import { WebSocketServer, type WebSocket, type RawData } from 'ws';
 import type { Logger } from '../logger.js';
+import { FairQueue } from './fair-queue.js';
 import {
   normalizeAddress,
   secureContextOptions,
@@ -21,7 +22,6 @@ export interface WsOptions extends ListenerOptions {
 }
 
 /** Messages of one connection handled per turn of the event loop (fairness, bounded stalls). */
-const MESSAGES_PER_TICK = 16;
 
 /** Time clients get to answer our close frame before the socket is cut. */
 const CLOSE_GRACE_MS = 500;
@@ -149,44 +149,23 @@ export class WsTransport implements Transport {
       }
     });
     ws.on('ping', settled);
-    // ws emits every frame of one read in a row: queue them and handle at most
-    // MESSAGES_PER_TICK per turn of the event loop, the socket paused meanwhile, so
-    // one connection cannot hold the loop or starve the others.
-    let queue: Buffer[] = [];
-    let next = 0;
-    let yielding = false;
-    const handle = (): void => {
-      let n = 0;
-      while (next < queue.length) {
-        if (n++ === MESSAGES_PER_TICK) {
-          if (!yielding) {
-            yielding = true;
-            ws.pause();
-            setImmediate(() => {
-              yielding = false;
-              if (ws.readyState !== ws.OPEN) return;
-              handle();
-              if (!yielding) ws.resume();
-            });
-          }
-          return;
-        }
-        const buf = queue[next++] as Buffer;
+    // ws emits every frame of one read in a row: at most a few per turn of the loop.
+    const queue = new FairQueue<Buffer>(
+      { pause: () => ws.pause(), resume: () => ws.resume(), isOpen: () => ws.readyState === ws.OPEN },
+      (buf) => {
         // RFC 7118 has no keep-alive of its own; clients send CRLF(CRLF) in a frame (RFC 5626 style).
         if (isCrlfOnly(buf)) {
           if (buf.length >= 4) ws.send('\r\n');
-          continue;
+        } else {
+          this.sink.onMessage(buf, flow);
         }
-        this.sink.onMessage(buf, flow);
-      }
-      queue = [];
-      next = 0;
-    };
+        return true;
+      },
+    );
     ws.on('message', (data: RawData) => {
       settled();
       entry.idle.refresh();
-      queue.push(Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data));
-      if (!yielding) handle();
+      queue.push([Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)]);
     });
     ws.on('pong', () => {
       settled();
