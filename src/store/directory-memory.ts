@@ -30,6 +30,13 @@ interface Tenant {
   /** Owner scope ('' = main account, else sub-account Auth ID) → default endpoint app id. */
   defaults: Map<string, string>;
   endpoints: Map<string, EndpointRecord>;
+  /**
+   * Every endpoint id in list order (creation time, then id): a page is a slice,
+   * never a scan and sort of the whole account.
+   */
+  epOrder: OrderIndex;
+  /** The same per sub-account (owner is fixed at creation). */
+  epOrderBySub: Map<string, OrderIndex>;
   /** Lower-cased username → endpoint id. */
   usernames: Map<string, string>;
   /** Lower-cased usernames that can never be used again. */
@@ -37,6 +44,81 @@ interface Tenant {
 }
 
 const clone = <T>(v: T): T => structuredClone(v);
+/** An endpoint record holds only primitives: a spread is a full copy, far cheaper than structuredClone. */
+const copyEndpoint = (e: EndpointRecord): EndpointRecord => ({ ...e });
+
+/** One entry of an {@link OrderIndex}: creation time (ms) and id. */
+interface OrderEntry {
+  at: number;
+  id: string;
+}
+
+/** The list order of the directories (compareByCreation), on parsed times. */
+function entryBefore(a: OrderEntry, b: OrderEntry): boolean {
+  return a.at < b.at || (a.at === b.at && a.id < b.id);
+}
+
+/** Creation time of a record as a number (an unparsable time sorts first, as 0). */
+function creationMs(createdAt: string): number {
+  const t = Date.parse(createdAt);
+  return Number.isFinite(t) ? t : 0;
+}
+
+/**
+ * Ids kept sorted by (creation time, id). Insert and remove find their place by
+ * binary search; a page is a slice. Creation order is nearly always append order,
+ * so the insert's copy is short.
+ */
+class OrderIndex {
+  readonly #entries: OrderEntry[] = [];
+
+  get size(): number {
+    return this.#entries.length;
+  }
+
+  /** Index of the first entry not before `e`. */
+  #lowerBound(e: OrderEntry): number {
+    let lo = 0;
+    let hi = this.#entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (entryBefore(this.#entries[mid] as OrderEntry, e)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  insert(e: OrderEntry): void {
+    const last = this.#entries[this.#entries.length - 1];
+    if (last === undefined || entryBefore(last, e)) {
+      this.#entries.push(e);
+      return;
+    }
+    const i = this.#lowerBound(e);
+    const cur = this.#entries[i];
+    if (cur !== undefined && cur.at === e.at && cur.id === e.id) return;
+    this.#entries.splice(i, 0, e);
+  }
+
+  remove(e: OrderEntry): void {
+    const i = this.#lowerBound(e);
+    const cur = this.#entries[i];
+    if (cur !== undefined && cur.at === e.at && cur.id === e.id) this.#entries.splice(i, 1);
+  }
+
+  /** Ids from `offset`, at most `limit` of them. */
+  slice(offset: number, limit: number): string[] {
+    const out: string[] = [];
+    const end = Math.min(this.#entries.length, offset + limit);
+    for (let i = offset; i < end; i++) out.push((this.#entries[i] as OrderEntry).id);
+    return out;
+  }
+
+  /** Every id, in order. */
+  *ids(): IterableIterator<string> {
+    for (const e of this.#entries) yield e.id;
+  }
+}
 
 function page<T>(all: T[], p: PageRequest): Page<T> {
   return { total: all.length, items: all.slice(p.offset, p.offset + p.limit) };
@@ -62,6 +144,8 @@ export class MemoryDirectory implements Directory {
       apps: new Map(),
       defaults: new Map(),
       endpoints: new Map(),
+      epOrder: new OrderIndex(),
+      epOrderBySub: new Map(),
       usernames: new Map(),
       retired: new Set(),
     });
@@ -74,13 +158,14 @@ export class MemoryDirectory implements Directory {
   }
 
   async findPrincipal(authId: string): Promise<PrincipalRecord | null> {
+    // Every API request authenticates here: records of primitives are copied by spread.
     const t = this.#tenants.get(authId);
-    if (t) return { kind: 'account', account: clone(t.account) };
+    if (t) return { kind: 'account', account: { ...t.account } };
     const parent = this.#subOf.get(authId);
     const pt = parent === undefined ? undefined : this.#tenants.get(parent);
     const sub = pt?.subs.get(authId);
     if (!pt || !sub) return null;
-    return { kind: 'subaccount', account: clone(pt.account), subAccount: clone(sub) };
+    return { kind: 'subaccount', account: { ...pt.account }, subAccount: { ...sub } };
   }
 
   async createSubAccount(sub: SubAccountRecord): Promise<boolean> {
@@ -114,7 +199,7 @@ export class MemoryDirectory implements Directory {
   async deleteSubAccount(accountAuthId: string, subAuthId: string): Promise<DeleteSubAccountResult> {
     const t = this.#tenants.get(accountAuthId);
     if (!t || !t.subs.has(subAuthId)) return 'not_found';
-    for (const e of t.endpoints.values()) if (e.subAccount === subAuthId) return 'not_empty';
+    if ((t.epOrderBySub.get(subAuthId)?.size ?? 0) > 0) return 'not_empty';
     for (const a of t.apps.values()) if (a.subAccount === subAuthId) return 'not_empty';
     t.subs.delete(subAuthId);
     t.defaults.delete(subAuthId);
@@ -203,26 +288,48 @@ export class MemoryDirectory implements Directory {
     if (t.endpoints.has(e.endpointId)) return 'id_taken';
     if (e.subAccount !== null && !t.subs.has(e.subAccount)) return 'no_subaccount';
     if (e.appId !== null && !t.apps.has(e.appId)) return 'no_application';
-    t.endpoints.set(e.endpointId, clone(e));
+    t.endpoints.set(e.endpointId, copyEndpoint(e));
     t.usernames.set(lower, e.endpointId);
+    const entry = { at: creationMs(e.createdAt), id: e.endpointId };
+    t.epOrder.insert(entry);
+    if (e.subAccount !== null) {
+      let idx = t.epOrderBySub.get(e.subAccount);
+      if (!idx) t.epOrderBySub.set(e.subAccount, (idx = new OrderIndex()));
+      idx.insert(entry);
+    }
     return 'ok';
   }
 
   async getEndpoint(accountAuthId: string, endpointId: string): Promise<EndpointRecord | null> {
     const e = this.#tenants.get(accountAuthId)?.endpoints.get(endpointId);
-    return e ? clone(e) : null;
+    return e ? copyEndpoint(e) : null;
   }
 
   async listEndpoints(accountAuthId: string, q: EndpointQuery, p: PageRequest): Promise<Page<EndpointRecord>> {
     const t = this.#tenants.get(accountAuthId);
     if (!t) return { total: 0, items: [] };
-    // Parse each timestamp once and copy only the page: a list of 100 out of 10,000
-    // endpoints used to parse 260,000 dates and copy every record (9 requests/s).
-    const all: Array<{ e: EndpointRecord; at: number }> = [];
-    for (const e of t.endpoints.values()) if (endpointMatches(e, q)) all.push({ e, at: Date.parse(e.createdAt) });
-    all.sort((a, b) => a.at - b.at || (a.e.endpointId < b.e.endpointId ? -1 : a.e.endpointId > b.e.endpointId ? 1 : 0));
-    const { total, items } = page(all, p);
-    return { total, items: items.map((x) => clone(x.e)) };
+    const idx = q.subAccount !== undefined ? t.epOrderBySub.get(q.subAccount) : t.epOrder;
+    if (!idx) return { total: 0, items: [] };
+    const onlyOwner = Object.entries(q).every(([key, v]) => v === undefined || key === 'subAccount');
+    // No filter beyond the owner: the page is a slice of the ordered index.
+    if (onlyOwner) {
+      const items: EndpointRecord[] = [];
+      for (const id of idx.slice(p.offset, p.limit)) {
+        const e = t.endpoints.get(id);
+        if (e) items.push(copyEndpoint(e));
+      }
+      return { total: idx.size, items };
+    }
+    // Filters: one walk in order, copying only the page.
+    let total = 0;
+    const items: EndpointRecord[] = [];
+    for (const id of idx.ids()) {
+      const e = t.endpoints.get(id);
+      if (!e || !endpointMatches(e, q)) continue;
+      if (total >= p.offset && items.length < p.limit) items.push(copyEndpoint(e));
+      total++;
+    }
+    return { total, items };
   }
 
   async updateEndpoint(accountAuthId: string, endpointId: string, patch: EndpointPatch): Promise<UpdateEndpointResult> {
@@ -234,7 +341,7 @@ export class MemoryDirectory implements Directory {
     }
     const next = applyEndpointPatch(e, patch);
     t.endpoints.set(endpointId, next);
-    return { ok: true, endpoint: clone(next) };
+    return { ok: true, endpoint: copyEndpoint(next) };
   }
 
   async deleteEndpoint(accountAuthId: string, endpointId: string, opts: { retire: boolean }): Promise<EndpointRecord | null> {
@@ -243,9 +350,16 @@ export class MemoryDirectory implements Directory {
     if (!t || !e) return null;
     const lower = e.username.toLowerCase();
     t.endpoints.delete(endpointId);
+    const entry = { at: creationMs(e.createdAt), id: endpointId };
+    t.epOrder.remove(entry);
+    if (e.subAccount !== null) {
+      const idx = t.epOrderBySub.get(e.subAccount);
+      idx?.remove(entry);
+      if (idx?.size === 0) t.epOrderBySub.delete(e.subAccount);
+    }
     if (t.usernames.get(lower) === endpointId) t.usernames.delete(lower);
     if (opts.retire) t.retired.add(lower);
-    return clone(e);
+    return copyEndpoint(e);
   }
 
   #idemKey(scope: string, id: string): string {

@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   accountSipDomain,
+  compareByCreation,
   hashToken,
   newAuthId,
   newAuthToken,
@@ -250,6 +251,70 @@ describe.each(['memory', 'redis'] as const)('Directory contract (%s)', (kind) =>
     const r = await dir.listEndpoints(acct.authId, { aliasExact: 'odd' }, { limit: 2, offset: 1 });
     expect(r.total).toBe(5);
     expect(r.items.map((e) => e.username)).toEqual(['user3', 'user5']);
+  });
+
+  it('keeps list order and pages right through creates out of order, equal times, updates and deletes', async () => {
+    const s = sub(acct.authId);
+    await dir.createSubAccount(s);
+    const app = application(acct.authId);
+    await dir.createApplication(app);
+    // Creation times from a small set (ties broken by endpoint_id), created in a
+    // scrambled order, so the index must insert in the middle, not only append.
+    const base = clock + 1_000_000;
+    const live = new Map<string, EndpointRecord>();
+    for (let i = 0; i < 40; i++) {
+      const at = new Date(base + ((i * 7) % 5) * 1000).toISOString();
+      const e = endpoint(acct.authId, `user${i}`, {
+        createdAt: at,
+        updatedAt: at,
+        alias: i % 3 === 0 ? `three${i}` : `other${i}`,
+        subAccount: i % 4 === 0 ? s.authId : null,
+      });
+      expect(await dir.createEndpoint(e)).toBe('ok');
+      live.set(e.endpointId, e);
+    }
+    // Updates keep an endpoint where it was; deletes take it out of every index.
+    const ids = [...live.keys()];
+    for (const id of ids.slice(0, 10)) {
+      const r = await dir.updateEndpoint(acct.authId, id, { alias: `upd${id}`, appId: app.appId, updatedAt: tick() });
+      expect(r.ok).toBe(true);
+      if (r.ok) live.set(id, r.endpoint);
+    }
+    for (const id of ids.filter((_, i) => i % 5 === 2)) {
+      expect(await dir.deleteEndpoint(acct.authId, id, { retire: true })).not.toBeNull();
+      live.delete(id);
+    }
+    // One more at the earliest time: it goes to the front.
+    const first = endpoint(acct.authId, 'early', { createdAt: new Date(base - 1000).toISOString(), subAccount: s.authId });
+    expect(await dir.createEndpoint(first)).toBe('ok');
+    live.set(first.endpointId, first);
+
+    const order = (xs: EndpointRecord[]) =>
+      [...xs].sort((a, b) => compareByCreation({ createdAt: a.createdAt, id: a.endpointId }, { createdAt: b.createdAt, id: b.endpointId }));
+    const check = async (q: Parameters<Directory['listEndpoints']>[1], pred: (e: EndpointRecord) => boolean) => {
+      const want = order([...live.values()].filter(pred));
+      for (const limit of [1, 7, 100, 2000]) {
+        for (let offset = 0; offset <= want.length + limit; offset += limit) {
+          const r = await dir.listEndpoints(acct.authId, q, { limit, offset });
+          expect(r.total).toBe(want.length);
+          expect(r.items).toEqual(want.slice(offset, offset + limit));
+        }
+      }
+    };
+    await check({}, () => true);
+    await check({ subAccount: s.authId }, (e) => e.subAccount === s.authId);
+    await check({ aliasContains: 'three' }, (e) => e.alias.includes('three'));
+    await check({ appIdExact: app.appId }, (e) => e.appId === app.appId);
+    await check({ subAccount: s.authId, appIdIsNull: true }, (e) => e.subAccount === s.authId && e.appId === null);
+
+    // Emptying a sub-account lets it be deleted.
+    for (const e of [...live.values()].filter((x) => x.subAccount === s.authId)) {
+      await dir.deleteEndpoint(acct.authId, e.endpointId, { retire: true });
+      live.delete(e.endpointId);
+    }
+    await check({ subAccount: s.authId }, () => false);
+    await check({}, () => true);
+    expect(await dir.deleteSubAccount(acct.authId, s.authId)).toBe('ok');
   });
 
   it('updates only the patched fields and refuses a missing application', async () => {
