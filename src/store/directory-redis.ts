@@ -229,6 +229,25 @@ if cur ~= '' then redis.call('SREM', KEYS[7], ARGV[1]) end
 return 'ok'`,
 );
 
+/**
+ * One page of endpoints in one round trip: the index's size, the page's ids in
+ * index order (ZRANGE: score = creation ms, then id), their records and their
+ * application ids. Read-only.
+ * KEYS: index (ep idx or ep-sub idx), eps, ep app. ARGV: start, stop.
+ * Reply: {total, ids, jsons, apps} (a missing record or app id is nil).
+ */
+const PAGE_EP = script(
+  3,
+  `
+local ids = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2])
+local total = redis.call('ZCARD', KEYS[1])
+if #ids == 0 then return {total, {}, {}, {}} end
+return {total, ids, redis.call('HMGET', KEYS[2], unpack(ids)), redis.call('HMGET', KEYS[3], unpack(ids))}`,
+);
+
+/** Largest page read by {@link PAGE_EP} (its ids are unpacked onto the Lua stack). */
+const PAGE_SCRIPT_MAX = 1000;
+
 /** How many times a compare-and-set is retried under contention before giving up. */
 const CAS_ATTEMPTS = 20;
 
@@ -550,17 +569,7 @@ export class RedisDirectory implements Directory {
         .hmget(k.epApp, ...ids)
         .exec(),
     );
-    const jsons = pipelineArray(res, 0);
-    const apps = pipelineArray(res, 1);
-    const out: Array<{ rec: EndpointRecord; json: string; app: string }> = [];
-    ids.forEach((_id, i) => {
-      const json = jsons[i];
-      const stored = parseJson<StoredEndpoint>(json, EP_FIELDS);
-      if (!stored || typeof json !== 'string') return;
-      const app = apps[i];
-      out.push({ rec: { ...stored, appId: typeof app === 'string' && app !== '' ? app : null }, json, app: typeof app === 'string' ? app : '' });
-    });
-    return out;
+    return endpointsOf(ids, pipelineArray(res, 0), pipelineArray(res, 1));
   }
 
   async getEndpoint(accountAuthId: string, endpointId: string): Promise<EndpointRecord | null> {
@@ -573,10 +582,21 @@ export class RedisDirectory implements Directory {
     const onlySub = Object.entries(q).every(([key, v]) => v === undefined || key === 'subAccount');
     const idx = q.subAccount !== undefined ? k.epSubIdx(q.subAccount) : k.epIdx;
 
-    // No filter beyond the owner: the sorted index pages by itself.
-    if (onlySub) {
+    // No filter beyond the owner: the sorted index pages by itself, and one script
+    // reads the page (size, ids, records, application ids) in one round trip.
+    if (onlySub && p.limit > PAGE_SCRIPT_MAX) {
       const { total, ids } = await this.#zpage(idx, p);
       return { total, items: (await this.#readEndpoints(k, ids)).map((e) => e.rec) };
+    }
+    if (onlySub) {
+      if (p.limit <= 0) return { total: Number(await this.#guard('listEndpoints', () => this.#redis.zcard(idx))), items: [] };
+      const reply = await this.#guard('listEndpoints', () => this.#eval(PAGE_EP, [idx, k.eps, k.epApp], [p.offset, p.offset + p.limit - 1]));
+      if (!Array.isArray(reply) || reply.length !== 4 || typeof reply[0] !== 'number') {
+        throw new StoreUnavailableError('redis directory listEndpoints: unexpected script reply');
+      }
+      const [total, ids, jsons, apps] = reply as [number, unknown, unknown, unknown];
+      const idList = stringsOf(ids).filter((x): x is string => x !== null);
+      return { total, items: endpointsOf(idList, stringsOf(jsons), stringsOf(apps)).map((e) => e.rec) };
     }
 
     // An exact username names at most one endpoint through the username index.
@@ -714,6 +734,31 @@ export class RedisDirectory implements Directory {
   }
 }
 
+/**
+ * Endpoint records from the replies of HMGET on the records and on the app ids
+ * of `ids` (same order); missing or unparsable records are skipped.
+ */
+function endpointsOf(ids: string[], jsons: Array<string | null>, apps: Array<string | null>): Array<{ rec: EndpointRecord; json: string; app: string }> {
+  const out: Array<{ rec: EndpointRecord; json: string; app: string }> = [];
+  for (let i = 0; i < ids.length; i++) {
+    const json = jsons[i];
+    if (typeof json !== 'string') continue;
+    const stored = parseJson<StoredEndpoint>(json, EP_FIELDS);
+    if (!stored) continue;
+    const app = apps[i];
+    // The parsed object is ours alone: complete it in place rather than copy it.
+    const rec = stored as EndpointRecord;
+    rec.appId = typeof app === 'string' && app !== '' ? app : null;
+    out.push({ rec, json, app: typeof app === 'string' ? app : '' });
+  }
+  return out;
+}
+
+/** A reply array as strings (anything else as null). */
+function stringsOf(v: unknown): Array<string | null> {
+  return Array.isArray(v) ? v.map((x) => (typeof x === 'string' ? x : null)) : [];
+}
+
 type PipelineResult = Array<[Error | null, unknown]> | null;
 
 /** The value of one pipelined command, rethrowing its error. */
@@ -730,6 +775,5 @@ function pipelineString(res: PipelineResult, i: number): string | null {
 }
 
 function pipelineArray(res: PipelineResult, i: number): Array<string | null> {
-  const v = pipelineValue(res, i);
-  return Array.isArray(v) ? v.map((x) => (typeof x === 'string' ? x : null)) : [];
+  return stringsOf(pipelineValue(res, i));
 }
