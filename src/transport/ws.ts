@@ -2,9 +2,9 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import type net from 'node:net';
-import { WebSocketServer, type WebSocket, type RawData } from 'ws';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { Logger } from '../logger.js';
-import { FairQueue } from './fair-queue.js';
+import { FairQueue, type PausableSource } from './fair-queue.js';
 import {
   normalizeAddress,
   secureContextOptions,
@@ -21,12 +21,99 @@ export interface WsOptions extends ListenerOptions {
   allowedOrigins: readonly string[];
 }
 
-/** Messages of one connection handled per turn of the event loop (fairness, bounded stalls). */
-
 /** Time clients get to answer our close frame before the socket is cut. */
 const CLOSE_GRACE_MS = 500;
 
 let nextConnId = 0;
+
+/** The connection state of a socket, and the address the gate admitted it under. */
+const kConn = Symbol('sip-edge.wsConn');
+const kGateAddress = Symbol('sip-edge.gateAddress');
+type ConnSocket = Duplex & { [kConn]?: WsConn; [kGateAddress]?: string };
+type ConnWebSocket = WebSocket & { [kConn]?: WsConn };
+
+/**
+ * One open WebSocket. Tens of thousands of these sit idle on an edge, so a
+ * connection is this object and nothing else of ours: no timers (one sweep per
+ * listener checks {@link last} and {@link frameStart}), no closures (the
+ * listeners are shared functions that find it through the socket), and not the
+ * HTTP upgrade request, which is dropped once the handshake is done.
+ */
+class WsConn implements PausableSource {
+  /** When the last whole frame arrived (ms, Date.now()). */
+  last: number;
+  /** When bytes of a frame not yet whole started to arrive; 0 = none pending. */
+  frameStart = 0;
+  /** Fairness between connections; made on the first message. */
+  queue: FairQueue<Buffer> | null = null;
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly flow: Flow,
+    readonly transport: WsTransport,
+    now: number,
+  ) {
+    this.last = now;
+  }
+
+  pause(): void {
+    this.ws.pause();
+  }
+
+  resume(): void {
+    this.ws.resume();
+  }
+
+  isOpen(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** A whole frame that counts as activity (message or pong) arrived. */
+  settled(): void {
+    this.frameStart = 0;
+    this.last = Date.now();
+  }
+}
+
+// Listeners shared by every connection (`this` is the emitter).
+
+/** Runs before ws reads the chunk: bytes of a frame that never completes do not count as activity. */
+function onSocketData(this: ConnSocket): void {
+  const c = this[kConn];
+  if (c && c.frameStart === 0) c.frameStart = Date.now();
+}
+
+function destroySocket(this: Duplex): void {
+  this.destroy();
+}
+
+/** A ping is a whole frame, but (as before) not activity that keeps an idle flow open. */
+function onPing(this: ConnWebSocket): void {
+  const c = this[kConn];
+  if (c) c.frameStart = 0;
+}
+
+function onPong(this: ConnWebSocket): void {
+  this[kConn]?.settled();
+}
+
+function onMessage(this: ConnWebSocket, data: RawData): void {
+  const c = this[kConn];
+  if (!c) return;
+  c.settled();
+  c.queue ??= new FairQueue<Buffer>(c, (buf) => c.transport.deliver(c, buf));
+  c.queue.push([Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)]);
+}
+
+function onError(this: ConnWebSocket, err: Error): void {
+  const c = this[kConn];
+  c?.transport.debug({ connId: c.flow.connId, err: err.message }, 'websocket error');
+}
+
+function onClose(this: ConnWebSocket): void {
+  const c = this[kConn];
+  if (c) c.transport.closed(c);
+}
 
 /**
  * SIP over WebSocket (RFC 7118): the `sip` subprotocol is required, one SIP
@@ -35,9 +122,10 @@ let nextConnId = 0;
 export class WsTransport implements Transport {
   private server: http.Server | https.Server | null = null;
   private wss: WebSocketServer | null = null;
-  private readonly conns = new Map<string, { ws: WebSocket; flow: Flow; idle: NodeJS.Timeout; frame: NodeJS.Timeout | null }>();
+  private readonly conns = new Map<string, WsConn>();
   private local: BoundAddress = { address: '', port: 0 };
-  private closed: Promise<void> | null = null;
+  private closing: Promise<void> | null = null;
+  private sweeper: NodeJS.Timeout | null = null;
 
   constructor(
     readonly name: 'ws' | 'wss',
@@ -66,30 +154,45 @@ export class WsTransport implements Transport {
     const httpOptions = { headersTimeout: headerMs, requestTimeout: headerMs, connectionsCheckingInterval: 1000, keepAliveTimeout: headerMs };
     const server = this.opts.tls
       ? https.createServer(
-          { ...secureContextOptions(this.opts.tls), honorCipherOrder: true, handshakeTimeout: headerMs, ...httpOptions },
+          {
+            ...secureContextOptions(this.opts.tls),
+            honorCipherOrder: true,
+            handshakeTimeout: headerMs,
+            // ALPN as https does by default (http/1.1, the only protocol a WebSocket
+            // upgrade speaks), chosen by a callback: the ALPNProtocols option makes
+            // every TLS socket keep its own copy of the list in a pooled Buffer,
+            // which holds a whole 8 KiB pool slab per few idle connections.
+            ALPNCallback: ({ protocols }: { protocols: string[] }) => (protocols.includes('http/1.1') ? 'http/1.1' : undefined),
+            ...httpOptions,
+          },
           (_req, res) => reject(res),
         )
       : http.createServer(httpOptions, (_req, res) => reject(res));
     const gate = this.opts.gate;
     if (gate) {
+      const gateClose = function (this: ConnSocket): void {
+        gate.close(this[kGateAddress] as string);
+      };
       // Admission first, on the raw socket: a refused peer costs no handshake and no HTTP parsing.
-      server.prependListener('connection', (raw: net.Socket) => {
+      server.prependListener('connection', (raw: net.Socket & ConnSocket) => {
         const address = normalizeAddress(raw.remoteAddress ?? '');
         if (!gate.open(address, this.name)) {
           raw.on('error', () => {});
           raw.destroy();
           return;
         }
-        raw.once('close', () => gate.close(address));
+        raw[kGateAddress] = address;
+        raw.on('close', gateClose);
       });
     }
-    server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
+    server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
     server.on('clientError', (_err, socket) => socket.destroy());
     // Node leaves the socket open after a TLS handshake timeout.
     if (server instanceof https.Server) server.on('tlsClientError', (_err, socket) => socket.destroy());
     server.on('error', (err) => this.log.error({ err }, `${this.name} server error`));
     this.server = server;
-    this.closed = null;
+    this.closing = null;
+    this.startSweeper();
     return new Promise((resolve, reject2) => {
       server.once('error', reject2);
       server.listen({ port: this.opts.port, host: this.opts.host, ipv6Only: false }, () => {
@@ -101,11 +204,35 @@ export class WsTransport implements Transport {
     });
   }
 
+  /**
+   * Idle connections and frames that never complete, for every connection at
+   * once: a quarter of the shorter timeout between sweeps (at most a second),
+   * instead of two timers per connection.
+   */
+  private startSweeper(): void {
+    const idleMs = this.opts.idleTimeout * 1000;
+    const frameMs = (this.opts.headerTimeout ?? 10) * 1000;
+    const every = Math.max(50, Math.min(1000, Math.floor(Math.min(idleMs, frameMs) / 4)));
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const c of this.conns.values()) {
+        if (c.frameStart !== 0 && now - c.frameStart >= frameMs) {
+          this.log.debug({ connId: c.flow.connId }, 'closing slow websocket');
+          c.ws.terminate();
+        } else if (now - c.last >= idleMs) {
+          c.ws.terminate();
+        }
+      }
+    }, every);
+    this.sweeper.unref();
+  }
+
   private upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', destroySocket);
     const refuse = (status: number, text: string): void => {
       socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     };
-    socket.on('error', () => socket.destroy());
     const protocols = (req.headers['sec-websocket-protocol'] ?? '')
       .split(',')
       .map((p) => p.trim().toLowerCase());
@@ -115,12 +242,13 @@ export class WsTransport implements Transport {
       return refuse(403, 'Forbidden');
     }
     if (!this.opts.gate && this.conns.size >= this.opts.maxConnections) return refuse(503, 'Service Unavailable');
-    this.wss?.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
+    // Nothing made here outlives the handshake: the request (headers and all) is not kept.
+    this.wss?.handleUpgrade(req, socket, head, this.accept);
   }
 
-  private accept(ws: WebSocket, req: http.IncomingMessage): void {
+  private readonly accept = (ws: WebSocket, req: http.IncomingMessage): void => {
     const connId = `${this.name}-${(++nextConnId).toString(36)}`;
-    const sock = req.socket;
+    const sock = req.socket as net.Socket & ConnSocket;
     const flow: Flow = {
       transport: this.name,
       remoteAddress: normalizeAddress(sock.remoteAddress ?? ''),
@@ -129,60 +257,46 @@ export class WsTransport implements Transport {
       localPort: this.local.port,
       connId,
     };
-    const idleMs = this.opts.idleTimeout * 1000;
-    const frameMs = (this.opts.headerTimeout ?? 10) * 1000;
-    const entry = { ws, flow, idle: setTimeout(() => ws.terminate(), idleMs).unref(), frame: null as NodeJS.Timeout | null };
-    this.conns.set(connId, entry);
-    // Slow senders: bytes of a frame that never completes do not count as activity;
-    // a frame must be whole within headerTimeout. Runs before ws reads the chunk.
-    const settled = (): void => {
-      if (entry.frame !== null) clearTimeout(entry.frame);
-      entry.frame = null;
-    };
-    sock.prependListener('data', () => {
-      if (entry.frame === null) {
-        entry.frame = setTimeout(() => {
-          this.log.debug({ connId }, 'closing slow websocket');
-          ws.terminate();
-        }, frameMs);
-        entry.frame.unref();
-      }
-    });
-    ws.on('ping', settled);
-    // ws emits every frame of one read in a row: at most a few per turn of the loop.
-    const queue = new FairQueue<Buffer>(
-      { pause: () => ws.pause(), resume: () => ws.resume(), isOpen: () => ws.readyState === ws.OPEN },
-      (buf) => {
-        // RFC 7118 has no keep-alive of its own; clients send CRLF(CRLF) in a frame (RFC 5626 style).
-        if (isCrlfOnly(buf)) {
-          if (buf.length >= 4) ws.send('\r\n');
-        } else {
-          this.sink.onMessage(buf, flow);
-        }
-        return true;
-      },
-    );
-    ws.on('message', (data: RawData) => {
-      settled();
-      entry.idle.refresh();
-      queue.push([Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)]);
-    });
-    ws.on('pong', () => {
-      settled();
-      entry.idle.refresh();
-    });
-    ws.on('error', (err) => this.log.debug({ connId, err: err.message }, 'websocket error'));
-    ws.on('close', () => {
-      clearTimeout(entry.idle);
-      settled();
-      this.conns.delete(connId);
-      this.sink.onFlowClosed(flow);
-    });
+    const c = new WsConn(ws, flow, this, Date.now());
+    this.conns.set(connId, c);
+    sock[kConn] = c;
+    (ws as ConnWebSocket)[kConn] = c;
+    // Slow senders: a frame must be whole within headerTimeout (checked by the sweep).
+    sock.prependListener('data', onSocketData);
+    ws.on('message', onMessage);
+    ws.on('ping', onPing);
+    ws.on('pong', onPong);
+    ws.on('error', onError);
+    ws.on('close', onClose);
+  };
+
+  /** @internal One message of a connection, in turn (FairQueue). */
+  deliver(c: WsConn, buf: Buffer): boolean {
+    // RFC 7118 has no keep-alive of its own; clients send CRLF(CRLF) in a frame (RFC 5626 style).
+    if (isCrlfOnly(buf)) {
+      if (buf.length >= 4) c.ws.send('\r\n');
+    } else {
+      this.sink.onMessage(buf, c.flow);
+    }
+    return true;
+  }
+
+  /** @internal The WebSocket of `c` closed: its bindings can no longer be reached. */
+  closed(c: WsConn): void {
+    if (this.conns.get(c.flow.connId as string) !== c) return;
+    this.conns.delete(c.flow.connId as string);
+    c.frameStart = 0;
+    this.sink.onFlowClosed(c.flow);
+  }
+
+  /** @internal */
+  debug(o: object, msg: string): void {
+    this.log.debug(o, msg);
   }
 
   send(flow: Flow, data: Buffer): boolean {
     const c = flow.connId ? this.conns.get(flow.connId) : undefined;
-    if (!c || c.ws.readyState !== c.ws.OPEN) return false;
+    if (!c || c.ws.readyState !== WebSocket.OPEN) return false;
     // Text frames: SIP messages are UTF-8 and browsers' SIP stacks expect text (RFC 7118 §5.1).
     c.ws.send(data, { binary: false });
     return true;
@@ -203,8 +317,8 @@ export class WsTransport implements Transport {
 
   stopAccepting(): void {
     const server = this.server;
-    if (!server || this.closed) return;
-    this.closed = new Promise((resolve) => server.close(() => resolve()));
+    if (!server || this.closing) return;
+    this.closing = new Promise((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
   }
 
@@ -213,7 +327,7 @@ export class WsTransport implements Transport {
     if (!this.server) return;
     const server = this.server;
     this.stopAccepting();
-    const closed = this.closed;
+    const closing = this.closing;
     this.server = null;
     for (const c of this.conns.values()) c.ws.close(1001, 'server shutting down');
     // Give clients a moment to answer the close handshake, then cut what is left.
@@ -222,8 +336,10 @@ export class WsTransport implements Transport {
       server.closeAllConnections();
     }, CLOSE_GRACE_MS);
     cut.unref();
-    await closed;
+    await closing;
     clearTimeout(cut);
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
   }
 }
 
