@@ -7,7 +7,8 @@
  * JSON body) → rate limit (X-RateLimit-* on every response, 429 + Retry-After) →
  * Accept check (406) → authentication (401) and authorization (403/404) → body
  * parsing (415 unless application/json) → schema validation (400 naming every
- * bad field) → handler.
+ * bad field) → handler. The principal lookup is started with the rate-limit check
+ * (one Redis round trip for both), but answers keep that order.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Ajv } from 'ajv';
@@ -22,7 +23,7 @@ import type { Directory } from '../store/directory.js';
 import type { Aor, LocationStore } from '../store/location-store.js';
 import { registerAccountRoutes } from './account.js';
 import { registerApplicationRoutes } from './applications.js';
-import { Authenticator, headerValue, type Access } from './auth.js';
+import { Authenticator, headerValue, type Access, type Principal } from './auth.js';
 import type { ApiContext } from './context.js';
 import { registerEndpointRoutes } from './endpoints.js';
 import { ApiError, badRequest, detailsFromAjv, endpointNotFound, notFound, notFoundNoBody } from './errors.js';
@@ -209,19 +210,33 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   });
 
   // Runs after the rate-limit plugin's own onRoute hook, so each route's onRequest
-  // list is [rate limit, this]: even a 401 carries the X-RateLimit-* headers.
+  // list is [start auth, rate limit, guard]: even a 401 carries the X-RateLimit-*
+  // headers. The principal lookup starts before the rate-limit check and runs
+  // alongside it (with Redis, both are a round trip); the guard still decides in
+  // the documented order (429, then 406, then 401/403/404), so a refused request
+  // answers exactly as if the lookup had not been started.
+  const pendingAuth = new WeakMap<FastifyRequest, Promise<Principal>>();
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const m of methods) routes.push({ method: m, url: route.url });
     const access: Access = route.config?.access ?? 'customer';
     const notFoundShape = route.config?.notFound;
     if (access === 'probe') return;
+    const startAuth = (req: FastifyRequest, _reply: FastifyReply, done: () => void): void => {
+      if (access !== 'public') {
+        const p = ctx.auth.authenticate(req);
+        // Awaited by the guard; a request refused before it (429) leaves it unread.
+        p.catch(() => undefined);
+        pendingAuth.set(req, p);
+      }
+      done();
+    };
     const guard = async (req: FastifyRequest): Promise<void> => {
       if (!acceptsJson(headerValue(req, 'accept') ?? undefined)) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
-      const principal = await ctx.auth.authenticate(req);
+      const principal = await (pendingAuth.get(req) ?? ctx.auth.authenticate(req));
       req.principal = principal;
       const params = (req.params ?? {}) as Record<string, unknown>;
       const pathAuthId = typeof params.auth_id === 'string' ? params.auth_id : undefined;
@@ -232,7 +247,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       }
     };
     const existing = route.onRequest;
-    route.onRequest = [...(Array.isArray(existing) ? existing : existing ? [existing] : []), guard];
+    route.onRequest = [startAuth, ...(Array.isArray(existing) ? existing : existing ? [existing] : []), guard];
   });
 
   app.setNotFoundHandler({ preHandler: app.rateLimit() }, async (req) => {
