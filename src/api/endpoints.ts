@@ -146,7 +146,35 @@ export function contactHostPort(uri: string): string {
   return `${host}:${def}`;
 }
 
-const iso = (ms: number): string => new Date(ms).toISOString();
+const DAY_MS = 86_400_000;
+/** Years 0000-9999 only: outside them toISOString writes ±YYYYYY. */
+const ISO_MAX_MS = 253_402_300_800_000;
+let isoDay = Number.NaN;
+let isoDayPrefix = '';
+const pad2 = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
+const pad3 = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
+
+/**
+ * `new Date(ms).toISOString()`, faster: a list page formats a hundred expiry
+ * times, nearly all on the same day, so the date part is kept and only the time
+ * of day is written (test/api/iso-time.test.ts compares the two).
+ */
+export function iso(ms: number): string {
+  const t = Math.trunc(ms);
+  if (!(t >= 0 && t < ISO_MAX_MS)) return new Date(ms).toISOString();
+  const day = Math.floor(t / DAY_MS);
+  if (day !== isoDay) {
+    isoDayPrefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    isoDay = day;
+  }
+  let r = t - day * DAY_MS;
+  const h = Math.floor(r / 3_600_000);
+  r -= h * 3_600_000;
+  const m = Math.floor(r / 60_000);
+  r -= m * 60_000;
+  const sec = Math.floor(r / 1000);
+  return `${isoDayPrefix}${pad2(h)}:${pad2(m)}:${pad2(sec)}.${pad3(r - sec * 1000)}Z`;
+}
 
 function registrationView(b: Binding) {
   return {
@@ -397,17 +425,22 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
       result = await ctx.directory.listEndpoints(c.account.authId, query, page);
     }
 
-    // One round trip for the live state of the whole page.
-    const live = await ctx.location.lookupMany(result.items.map((e) => endpointAor(c, e)));
+    // One round trip for the live state of the whole page, and one (only when some
+    // endpoint has an application) for the page's applications; both at once.
+    const aors = result.items.map((e) => endpointAor(c, e));
     const appIds = [...new Set(result.items.map((e) => e.appId).filter((id): id is string => id !== null))];
-    const apps = await ctx.directory.getApplications(c.account.authId, appIds);
+    const [live, apps] = await Promise.all([
+      ctx.location.lookupMany(aors),
+      appIds.length > 0 ? ctx.directory.getApplications(c.account.authId, appIds) : new Map<string, ApplicationRecord>(),
+    ]);
     const pathAuthId = req.principal?.authId ?? c.account.authId;
+    const objects = result.items.map((e, i) =>
+      endpointView(c, pathAuthId, e, e.appId ? apps.get(e.appId) ?? null : null, live.get(aorKey(aors[i] as Aor)) ?? [], false),
+    );
     return {
       api_id: req.id,
       meta: { limit: page.limit, offset: page.offset, total_count: result.total },
-      objects: result.items.map((e) =>
-        endpointView(c, pathAuthId, e, e.appId ? apps.get(e.appId) ?? null : null, live.get(aorKey(endpointAor(c, e))) ?? [], false),
-      ),
+      objects,
     };
   });
 
