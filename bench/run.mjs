@@ -309,8 +309,8 @@ async function main() {
             await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-api-register`), target, transport: 'udp', rate: 2000, seconds: Math.ceil(users.length / 2000), files });
           }
           log(`${sys}: HTTP API under autocannon`);
-          results.api[sys] = await apiBench({ root: ROOT, edge: server, account, endpointIds, seconds: opts.apiS });
-          for (const r of results.api[sys].rows) log(`${sys} API ${r.case} @${r.mode}: ${r.rps.toFixed(0)} req/s p99 ${r.p99} ms errors ${r.errors} non2xx ${r.non2xx}`);
+          results.api[sys] = await apiBench({ root: ROOT, edge: server, account, endpointIds, seconds: opts.apiS, redisPid: usesRedis ? redis.pid : null });
+          for (const r of results.api[sys].rows) log(`${sys} API ${r.case} @${r.mode}: ${r.rps.toFixed(0)} req/s p99 ${r.p99} ms, edge CPU ${r.edgeCpuMsPerReq?.toFixed(2)} ms/request, errors ${r.errors} non2xx ${r.non2xx}`);
         }
       } finally {
         await server.stop();

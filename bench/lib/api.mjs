@@ -12,9 +12,11 @@ function runCannon(autocannon, opts) {
 
 /**
  * `edge` (running, HTTP API), `account` {authId, authToken}, `endpointIds` of
- * the registered endpoints. Returns rows {case, mode, rps, p50, p99, errors, non2xx, edgeCpu}.
+ * the registered endpoints, `redisPid` when the edge uses Redis. Returns rows
+ * {case, mode, rps, p50, p99, errors, non2xx, edgeCpu, edgeCpuMsPerReq, redisCpu}:
+ * edge CPU over its process tree (workers included), percent of one core.
  */
-export async function apiBench({ root, edge, account, endpointIds, seconds = 8, maxConnections = 16 }) {
+export async function apiBench({ root, edge, account, endpointIds, seconds = 8, maxConnections = 16, redisPid = null }) {
   const require = createRequire(join(root, 'package.json'));
   const autocannon = require('autocannon');
   const headers = { 'x-auth-id': account.authId, 'x-auth-token': account.authToken, accept: 'application/json' };
@@ -42,8 +44,10 @@ export async function apiBench({ root, edge, account, endpointIds, seconds = 8, 
   const rows = [];
   for (const c of cases) {
     for (const mode of ['200/s', 'max']) {
-      const cpu = cpuMeter([edge.pid]);
+      const cpu = cpuMeter([edge.pid], { tree: true });
+      const redisCpu = redisPid ? cpuMeter([redisPid]) : null;
       cpu.begin();
+      redisCpu?.begin();
       const res = await runCannon(autocannon, {
         url: edge.http,
         headers,
@@ -53,6 +57,8 @@ export async function apiBench({ root, edge, account, endpointIds, seconds = 8, 
         ...(mode === '200/s' ? { overallRate: 200 } : {}),
         pipelining: 1,
       });
+      const edgeCpu = cpu.end();
+      const redisCpuPct = redisCpu ? redisCpu.end() : null;
       rows.push({
         case: c.name,
         mode,
@@ -63,7 +69,10 @@ export async function apiBench({ root, edge, account, endpointIds, seconds = 8, 
         max: res.latency.max,
         errors: res.errors + res.timeouts,
         non2xx: res.non2xx,
-        edgeCpu: cpu.end(),
+        edgeCpu,
+        // CPU time per request, ms: percent of one core × wall seconds / requests.
+        edgeCpuMsPerReq: res.requests.total > 0 ? (edgeCpu * 10 * res.duration) / res.requests.total : null,
+        redisCpu: redisCpuPct,
       });
     }
   }

@@ -192,11 +192,13 @@ export function renderReport(r) {
   if (Object.keys(r.api).length) {
     out.push('## HTTP API under load (autocannon)');
     out.push('');
-    out.push('| store | request | load | req/s | p50 ms | p99 ms | max ms | errors | non-2xx | edge CPU |');
-    out.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|');
+    out.push('| store | request | load | req/s | p50 ms | p99 ms | max ms | errors | non-2xx | edge CPU | edge CPU per request | Redis CPU |');
+    out.push('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const [sys, a] of Object.entries(r.api)) {
       for (const x of a.rows) {
-        out.push(`| ${sys} | ${x.case} | ${x.mode} | ${int(x.rps)} | ${x.p50} | ${x.p99} | ${x.max} | ${x.errors} | ${x.non2xx} | ${int(x.edgeCpu)} % |`);
+        const perReq = typeof x.edgeCpuMsPerReq === 'number' ? `${x.edgeCpuMsPerReq.toFixed(2)} ms` : '—';
+        const redisCpu = typeof x.redisCpu === 'number' ? `${int(x.redisCpu)} %` : '—';
+        out.push(`| ${sys} | ${x.case} | ${x.mode} | ${int(x.rps)} | ${x.p50} | ${x.p99} | ${x.max} | ${x.errors} | ${x.non2xx} | ${int(x.edgeCpu)} % | ${perReq} | ${redisCpu} |`);
       }
     }
     out.push('');
@@ -204,7 +206,8 @@ export function renderReport(r) {
     out.push(
       `${Object.keys(r.api).length ? `Endpoints listed out of ${int(a0.total)}; ${a0.liveInFirstPage}/100 of the first page showed sip_registered=true. ` : ''}` +
         `200/s: autocannon overallRate 200 over 10 connections; max: 16 connections, no rate limit. Each run ${r.opts.apiS} s. ` +
-        `The list walks all pages (offset 0…9,900) in turn.`,
+        `The list walks all pages (offset 0…9,900) in turn. Edge CPU: its whole process tree (workers included), percent of one core; ` +
+        `per request: CPU time over requests served. autocannon runs inside the harness, on the same 2 cores.`,
     );
     out.push('');
   }
