@@ -6,6 +6,8 @@ import { NonceManager } from './auth/nonce.js';
 import { DigestAuthenticator } from './auth/authenticator.js';
 import { Registrar } from './registrar/registrar.js';
 import { SipRouter, type RequestHandler } from './core/router.js';
+import { CachedCredentialStore } from './store/credential-cache.js';
+import { RedisEvents } from './store/redis-events.js';
 import { TransactionLayer } from './core/transaction-layer.js';
 import { SipProxy } from './proxy/proxy.js';
 import { FlowTokens } from './proxy/flow-token.js';
@@ -41,6 +43,8 @@ export interface App {
   readonly registrar: Registrar;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
+  /** Where every transport delivers messages (in-process benchmarks: bench/hotpath.mjs). */
+  readonly router: SipRouter;
   start(): Promise<Listening>;
   stop(): Promise<void>;
   /** Re-read the TLS certificate and key (SIGHUP); open flows keep theirs. */
@@ -56,6 +60,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   let location: LocationStore;
   let credentials: CredentialStore;
   let directory: Directory;
+  let events: RedisEvents | null = null;
   if (config.redisUrl) {
     redis = new Redis(config.redisUrl, {
       ...REDIS_STORE_CLIENT_OPTIONS,
@@ -69,7 +74,10 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     });
     redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis error'));
     location = new RedisLocationStore(redis);
-    credentials = new RedisCredentialStore(redis);
+    // Credentials are read from a per-process cache kept exact by change notices
+    // (one Redis command fewer per authenticated REGISTER); see credential-cache.ts.
+    events = new RedisEvents(redis, log);
+    credentials = new CachedCredentialStore(new RedisCredentialStore(redis), events);
     directory = new RedisDirectory(redis);
   } else {
     location = new MemoryLocationStore();
@@ -85,6 +93,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   directory = countStoreErrors(directory, 'directory', metrics);
   const hardening = new Hardening(config, {
     redis,
+    events,
     log,
     closeFlow: (flow) => {
       if (flow.connId) transports.get(flow.transport)?.closeFlow(flow.connId);
@@ -215,6 +224,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     directory,
     registrar,
     metrics,
+    router,
     async start() {
       if (redis && redis.status !== 'ready') {
         // Give Redis a moment so the first REGISTERs do not meet a 503; start regardless
@@ -276,6 +286,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await location.close();
       await credentials.close();
       await directory.close();
+      await events?.stop();
       if (redis) {
         try {
           await redis.quit();

@@ -15,11 +15,18 @@ function moduleOf(url, root) {
 }
 
 /** {totalMs, functions:[{name, where, selfMs, pct}], modules:[{module, selfMs, pct}]} */
-export function summariseProfile(file, { root, top = 15 } = {}) {
+export function summariseProfile(file, { root, top = 15, window } = {}) {
   const p = JSON.parse(readFileSync(file, 'utf8'));
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const self = new Map();
+  // window: [fromEndMs, toEndMs] — only samples taken that long before the profile ended
+  // (e.g. the measured step, not start-up and provisioning).
+  let t = p.startTime;
+  const stamps = p.timeDeltas.map((d) => (t += d));
+  const lo = window ? p.endTime - window[0] * 1000 : -Infinity;
+  const hi = window ? p.endTime - window[1] * 1000 : Infinity;
   for (let i = 0; i < p.samples.length; i++) {
+    if (stamps[i] < lo || stamps[i] > hi) continue;
     const id = p.samples[i];
     const dt = p.timeDeltas[i] ?? 0;
     self.set(id, (self.get(id) ?? 0) + Math.max(0, dt));

@@ -33,6 +33,18 @@ export interface AuthFailureStore {
   fail(key: string, now: number, limits: FailureLimits): Promise<{ until: number; started: boolean }>;
   /** Remember that `source` authenticated as the endpoint, for `ttlMs`. */
   markGood(endpointKey: string, source: string, now: number, ttlMs: number): Promise<void>;
+  /**
+   * Blocks started by other processes sharing this store are announced here
+   * (`onBlock`), and `onReset` says that announcements may have been missed (the
+   * listener drops what it learnt). Absent: this process is the only writer.
+   */
+  watchBlocks?(onBlock: (key: string, until: number) => void, onReset: () => void): void;
+  /**
+   * Whether every active block is known to this process (its own failures plus
+   * announcements): then a request from a source and for an endpoint with no known
+   * block needs no store read. False = read the store on every check.
+   */
+  blocksComplete(): boolean;
   stop(): void;
 }
 
@@ -55,6 +67,11 @@ export class MemoryAuthFailureStore implements AuthFailureStore {
   constructor(private readonly maxKeys = 100_000) {
     this.sweeper = setInterval(() => this.sweep(Date.now()), 30_000);
     this.sweeper.unref();
+  }
+
+  /** One process, one store: every block starts in this process's own guard. */
+  blocksComplete(): boolean {
+    return true;
   }
 
   async read(sourceKey: string | null, endpointKey: string, source: string, now: number): Promise<GuardState> {

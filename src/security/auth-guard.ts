@@ -24,6 +24,9 @@ export interface AuthGuardOptions {
 /** `ok`: check the password; otherwise refuse it unchecked, naming the counter that refused. */
 export type GuardVerdict = 'ok' | 'source' | 'endpoint';
 
+/** Most blocks remembered in process. */
+const MAX_KNOWN_BLOCKS = 100_000;
+
 /** Usernames come off the wire: longer ones are hashed so a key stays short. */
 const MAX_KEY_PART = 128;
 
@@ -53,6 +56,8 @@ export class AuthGuard {
   /** `<endpoint>\0<source>` → when this node last wrote it as good (writes at most hourly). */
   private readonly goodWritten = new Map<string, number>();
   private readonly trustCache = new Map<string, boolean>();
+  /** Until then the known blocks may be incomplete (map overflowed): read the store. */
+  private lossyUntil = 0;
 
   /** Counts since start (metrics read them). */
   failures = 0;
@@ -65,6 +70,11 @@ export class AuthGuard {
     this.endpointLimits = { windowMs: opts.windowMs, max: opts.maxPerEndpoint, cooloffMs: opts.cooloffMs };
     this.goodTtlMs = opts.goodTtlMs ?? 86_400_000;
     this.now = opts.now ?? Date.now;
+    // Blocks started by other nodes and workers are announced; missed ones are reloaded.
+    opts.store.watchBlocks?.(
+      (key, until) => this.rememberBlock(key, until),
+      () => this.knownBlocks.clear(),
+    );
   }
 
   /** Before the password is checked: may it be? */
@@ -73,6 +83,11 @@ export class AuthGuard {
     const src = this.sourceKey(source);
     const ep = endpointKey(realm, user);
     if (src !== null && this.blockedLocally(src, now)) return this.refuse('source');
+    // Every active block is known here (own failures + announcements from the other
+    // processes): no block on this endpoint → nothing to read. This is the path of
+    // every honest registration.
+    const complete = this.opts.store.blocksComplete() && now >= this.lossyUntil;
+    if (complete && !this.blockedLocally(ep, now)) return 'ok';
     let state;
     try {
       state = await this.opts.store.read(src, ep, source ?? '', now);
@@ -106,6 +121,7 @@ export class AuthGuard {
           this.opts.log.warn({ source, until: new Date(s.until).toISOString() }, 'password guessing: source refused');
         }
       }
+      if (e.until > 0) this.rememberBlock(ep, e.until);
       if (e.started) {
         this.blocks.endpoint++;
         this.opts.log.warn({ realm, user: user.slice(0, 64), until: new Date(e.until).toISOString() }, 'password guessing: endpoint refused to unknown sources');
@@ -137,10 +153,21 @@ export class AuthGuard {
     return scope;
   }
 
-  /** Bounded: a flood of blocked sources must not grow the map without limit. */
+  /**
+   * Bounded: a flood of blocked sources must not grow the map without limit. When
+   * it is full of live blocks, some are forgotten, so checks read the store again
+   * for one cooling-off (no block outlives it).
+   */
   private rememberBlock(key: string, until: number): void {
-    if (this.knownBlocks.size >= 100_000) this.knownBlocks.clear();
-    this.knownBlocks.set(key, until);
+    if (this.knownBlocks.size >= MAX_KNOWN_BLOCKS && !this.knownBlocks.has(key)) {
+      const now = this.now();
+      for (const [k, u] of this.knownBlocks) if (u <= now) this.knownBlocks.delete(k);
+      if (this.knownBlocks.size >= MAX_KNOWN_BLOCKS) {
+        this.knownBlocks.clear();
+        this.lossyUntil = now + this.opts.cooloffMs;
+      }
+    }
+    if (until > (this.knownBlocks.get(key) ?? 0)) this.knownBlocks.set(key, until);
   }
 
   private blockedLocally(key: string, now: number): boolean {

@@ -13,6 +13,7 @@ import type { LocationStore } from '../store/location-store.js';
 import type { ConnectionGate, Flow, SipTransportName, TlsSettings, Transport } from '../transport/types.js';
 import { MemoryAuthFailureStore } from './auth-failure-store.js';
 import { AuthGuard } from './auth-guard.js';
+import type { RedisEvents } from '../store/redis-events.js';
 import { ConnectionLimiter } from './connection-limiter.js';
 import { RedisAuthFailureStore } from './redis-auth-failure-store.js';
 import { RequestGate } from './request-gate.js';
@@ -22,6 +23,8 @@ import { TrustedAddresses } from './trusted-addresses.js';
 export interface HardeningDeps {
   /** The shared Redis connection when REDIS_URL is set: auth counters live there. */
   redis: Redis | null;
+  /** Notices between the processes sharing that Redis (blocks announced to every node). */
+  events?: RedisEvents | null;
   log: Logger;
   /** Close a stream flow whose source was just banned. */
   closeFlow: (flow: Flow) => void;
@@ -71,7 +74,7 @@ export class Hardening {
       close: (address) => this.connections.release(address),
     };
     this.guard = new AuthGuard({
-      store: deps.redis ? new RedisAuthFailureStore(deps.redis) : new MemoryAuthFailureStore(),
+      store: deps.redis ? new RedisAuthFailureStore(deps.redis, undefined, deps.events ?? null) : new MemoryAuthFailureStore(),
       trusted: this.trusted,
       windowMs: config.authFailureWindow * 1000,
       maxPerSource: config.authMaxFailuresPerSource,

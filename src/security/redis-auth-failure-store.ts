@@ -1,6 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { AuthFailureStore, FailureLimits, GuardState } from './auth-failure-store.js';
+import type { RedisEvents } from '../store/redis-events.js';
+
+/** Notice topic: `<counter key>\0<until ms>` of a block that just started. */
+const BLOCK_TOPIC = 'auth-block';
 
 /*
  * Failed-digest counters shared by every node through Redis. Each counter is one
@@ -50,10 +54,66 @@ const GOOD_SHA = sha1(GOOD_LUA);
 
 /** Counters in Redis (REDIS_URL set): a source refused on one node is refused on all. */
 export class RedisAuthFailureStore implements AuthFailureStore {
+  /** Active blocks were loaded since the last (re)subscription. */
+  #loaded = false;
+  /** Bumped by every reset: only the latest load may declare the blocks complete. */
+  #epoch = 0;
+  #onBlock: ((key: string, until: number) => void) | null = null;
+
+  /** `events` absent: no announcements, so every check reads Redis. */
   constructor(
     private readonly redis: Redis,
     private readonly prefix = 'sipedge:',
+    private readonly events: RedisEvents | null = null,
   ) {}
+
+  blocksComplete(): boolean {
+    return this.events !== null && this.events.complete && this.#loaded;
+  }
+
+  watchBlocks(onBlock: (key: string, until: number) => void, onReset: () => void): void {
+    if (!this.events) return;
+    this.#onBlock = onBlock;
+    this.events.on(
+      BLOCK_TOPIC,
+      (message) => {
+        const i = message.lastIndexOf('\u0000');
+        const until = Number(message.slice(i + 1));
+        if (i > 0 && until > 0) onBlock(message.slice(0, i), until);
+      },
+      () => {
+        // Announcements may have been missed: forget, then learn the active blocks again.
+        this.#loaded = false;
+        onReset();
+        void this.#loadActive(++this.#epoch);
+      },
+    );
+  }
+
+  /** Every counter currently blocking (SCAN of the counter keys; once per (re)subscription). */
+  async #loadActive(epoch: number): Promise<void> {
+    const start = this.prefix + 'authfail:{';
+    const match = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}authfail:*`;
+    try {
+      let cursor = '0';
+      do {
+        const [next, keys] = await this.redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length === 0) continue;
+        const p = this.redis.pipeline();
+        for (const k of keys) p.hget(k, 'until');
+        const replies = (await p.exec()) ?? [];
+        const now = Date.now();
+        keys.forEach((k, i) => {
+          const v = Number(replies[i]?.[1] ?? 0);
+          if (v > now && k.startsWith(start) && k.endsWith('}')) this.#onBlock?.(k.slice(start.length, -1), v);
+        });
+      } while (cursor !== '0' && epoch === this.#epoch);
+      if (epoch === this.#epoch) this.#loaded = true;
+    } catch {
+      // Stay incomplete (checks read Redis); the next reset tries again.
+    }
+  }
 
   private failKey(key: string): string {
     return `${this.prefix}authfail:{${key}}`;
@@ -81,7 +141,11 @@ export class RedisAuthFailureStore implements AuthFailureStore {
   async fail(key: string, now: number, limits: FailureLimits): Promise<{ until: number; started: boolean }> {
     const reply = await this.script(FAIL_SHA, FAIL_LUA, this.failKey(key), [now, limits.windowMs, limits.max, limits.cooloffMs]);
     if (!Array.isArray(reply)) throw new Error('unexpected script reply');
-    return { until: Number(reply[0]), started: Number(reply[1]) === 1 };
+    const until = Number(reply[0]);
+    const started = Number(reply[1]) === 1;
+    // Every process must refuse this counter from now on without reading Redis.
+    if (started && this.events) await this.events.publish(BLOCK_TOPIC, `${key}\u0000${until}`);
+    return { until, started };
   }
 
   async markGood(endpointKey: string, source: string, now: number, ttlMs: number): Promise<void> {

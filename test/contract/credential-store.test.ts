@@ -13,6 +13,26 @@ import {
   redisCredentialKey,
 } from '../../src/store/redis-store.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+import { CachedCredentialStore } from '../../src/store/credential-cache.js';
+import { RedisEvents } from '../../src/store/redis-events.js';
+import { createLogger } from '../../src/logger.js';
+
+const silent = createLogger('silent');
+
+/** A cached store as app.ts builds it on Redis: its own connection and subscriber; close() ends both. */
+function cachedStore(url: string): CachedCredentialStore & { events: RedisEvents } {
+  const redis = connect(url);
+  const events = new RedisEvents(redis, silent);
+  const store = new CachedCredentialStore(new RedisCredentialStore(redis, { closeConnection: true }), events);
+  const close = store.close.bind(store);
+  return Object.assign(store, {
+    events,
+    close: async () => {
+      await events.stop();
+      await close();
+    },
+  });
+}
 
 const D1 = 'acme.sip.localhost';
 const D2 = 'other.sip.localhost';
@@ -56,6 +76,13 @@ const kinds: Kind[] = [
   {
     name: 'RedisCredentialStore',
     create: () => new RedisCredentialStore(connect(server.url), { closeConnection: true }),
+    reset: async () => {
+      await admin.flushdb();
+    },
+  },
+  {
+    name: 'CachedCredentialStore over Redis',
+    create: () => cachedStore(server.url),
     reset: async () => {
       await admin.flushdb();
     },
@@ -176,6 +203,66 @@ describe('RedisCredentialStore on a real Redis', () => {
       await s.close();
       await own.stop();
     }
+  });
+});
+
+describe('CachedCredentialStore: two processes, one Redis', () => {
+  let a: ReturnType<typeof cachedStore>;
+  let b: ReturnType<typeof cachedStore>;
+  beforeEach(async () => {
+    await admin.flushdb();
+    a = cachedStore(server.url);
+    b = cachedStore(server.url);
+    await waitUntil(() => a.events.complete && b.events.complete);
+  });
+  afterEach(async () => {
+    await a.close();
+    await b.close();
+  });
+
+  /** Lets b's subscriber deliver the notices of a's writes (they travel on another connection). */
+  const settle = () => new Promise((r) => setTimeout(r, 50));
+
+  it('serves repeated reads from memory, and a change made through the other process is seen at once', async () => {
+    await a.put(D1, 'alice', cred('ep-1'));
+    await settle();
+    expect(await b.get(D1, 'alice')).toEqual(cred('ep-1'));
+    const misses = b.misses;
+    for (let i = 0; i < 5; i++) expect(await b.get(D1, 'alice')).toEqual(cred('ep-1'));
+    expect(b.misses).toBe(misses);
+    expect(b.hits).toBeGreaterThanOrEqual(5);
+
+    const changed = { endpointId: 'ep-1', ha1Md5: 'c'.repeat(32), ha1Sha256: 'd'.repeat(64) };
+    await a.put(D1, 'alice', changed); // the password change: resolves after the notice is published
+    await waitUntil(() => b.size === 0);
+    expect(await b.get(D1, 'alice')).toEqual(changed);
+    await a.delete(D1, 'alice');
+    await waitUntil(() => b.size === 0);
+    expect(await b.get(D1, 'alice')).toBeNull();
+  });
+
+  it('caches an unknown user and forgets it when the endpoint is created elsewhere', async () => {
+    expect(await b.get(D1, 'carol')).toBeNull();
+    expect(b.size).toBe(1);
+    await a.put(D1, 'carol', cred('ep-7'));
+    await waitUntil(() => b.size === 0);
+    expect(await b.get(D1, 'carol')).toEqual(cred('ep-7'));
+  });
+
+  it('does not serve from memory while its subscription is down, and starts empty when it is back', async () => {
+    await a.put(D1, 'alice', cred('ep-1'));
+    await settle();
+    expect(await b.get(D1, 'alice')).toEqual(cred('ep-1'));
+    expect(b.size).toBe(1);
+    // Cut b's subscriber connection: notices published meanwhile would be lost.
+    await admin.client('KILL', 'TYPE', 'pubsub');
+    await waitUntil(() => !b.events.complete || b.size === 0);
+    // A write by someone who bypasses notices (the worst case) is still read while incomplete.
+    await admin.hset(redisCredentialKey(D1, 'alice'), 'ha1Md5', 'e'.repeat(32));
+    if (!b.events.complete) expect((await b.get(D1, 'alice'))?.ha1Md5).toBe('e'.repeat(32));
+    await waitUntil(() => b.events.complete);
+    expect(b.size).toBe(0);
+    expect((await b.get(D1, 'alice'))?.ha1Md5).toBe('e'.repeat(32));
   });
 });
 

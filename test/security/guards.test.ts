@@ -17,6 +17,7 @@ import { RequestGate } from '../../src/security/request-gate.js';
 import { SourceRateLimiter } from '../../src/security/source-rate-limiter.js';
 import { TrustedAddresses } from '../../src/security/trusted-addresses.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+import { RedisEvents } from '../../src/store/redis-events.js';
 
 const log = createLogger('silent');
 
@@ -181,12 +182,81 @@ describe.each(['memory', 'redis'] as const)('AuthGuard on the %s counter store',
   });
 });
 
+describe('AuthGuard across processes sharing Redis (block notices)', () => {
+  let server: RedisServerHandle;
+  const conns: Redis[] = [];
+  const stops: Array<() => Promise<void>> = [];
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    for (const s of stops) await s();
+    for (const c of conns) c.disconnect();
+    await server?.stop();
+  });
+
+  /** One process's guard: its own connection and subscriber; `reads` counts the store reads it makes. */
+  const node = (): { guard: AuthGuard; reads: () => number; events: RedisEvents } => {
+    const c = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    c.on('error', () => {});
+    conns.push(c);
+    const events = new RedisEvents(c, log, 'n:');
+    stops.push(() => events.stop());
+    const store = new RedisAuthFailureStore(c, 'n:', events);
+    let reads = 0;
+    const read = store.read.bind(store);
+    store.read = (...a) => {
+      reads++;
+      return read(...a);
+    };
+    const guard = new AuthGuard({ store, trusted: new TrustedAddresses([]), windowMs: 60_000, maxPerSource: 3, maxPerEndpoint: 3, cooloffMs: 60_000, log });
+    return { guard, reads: () => reads, events };
+  };
+  const ready = async (...ns: Array<{ guard: AuthGuard; events: RedisEvents }>) => {
+    const deadline = Date.now() + 5000;
+    // Complete = subscribed and the active blocks loaded.
+    while (ns.some((n) => !(n.guard as unknown as { opts: { store: AuthFailureStore } }).opts.store.blocksComplete())) {
+      if (Date.now() > deadline) throw new Error('guard never complete');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+
+  it('lets honest requests through without reading Redis, and refuses a source blocked on another node without reading either', async () => {
+    const a = node();
+    const b = node();
+    await ready(a, b);
+    for (let i = 0; i < 50; i++) expect(await b.guard.check(`198.51.100.${i}`, 'd.test', `u${i}`)).toBe('ok');
+    expect(b.reads()).toBe(0);
+    for (let i = 0; i < 3; i++) await a.guard.failed('203.0.113.9', 'd.test', `x${i}`);
+    expect(a.guard.blocks.source).toBe(1);
+    await new Promise((r) => setTimeout(r, 50)); // the notice travels on b's subscriber connection
+    expect(await b.guard.check('203.0.113.9', 'd.test', 'anyone')).toBe('source');
+    expect(b.reads()).toBe(0);
+  });
+
+  it('reads Redis only for an endpoint under a block (its own phones stay allowed), and a node started later learns the blocks already active', async () => {
+    const a = node();
+    await ready(a);
+    await a.guard.succeeded('198.51.100.200', 'd.test', 'carol');
+    for (const src of ['203.0.113.20', '203.0.113.21', '203.0.113.22']) await a.guard.failed(src, 'd.test', 'carol');
+    const late = node();
+    await ready(late);
+    expect(await late.guard.check('203.0.113.23', 'd.test', 'carol')).toBe('endpoint');
+    expect(await late.guard.check('198.51.100.200', 'd.test', 'carol')).toBe('ok');
+    expect(late.reads()).toBe(2);
+    expect(await late.guard.check('203.0.113.23', 'd.test', 'dave')).toBe('ok');
+    expect(late.reads()).toBe(2);
+  });
+});
+
 describe('AuthGuard when its store fails', () => {
   it('fails open (the password is checked) and counts the error', async () => {
     const broken: AuthFailureStore = {
       read: () => Promise.reject(new Error('down')),
       fail: () => Promise.reject(new Error('down')),
       markGood: () => Promise.reject(new Error('down')),
+      // Not known to be complete: every check reads the (broken) store.
+      blocksComplete: () => false,
       stop: () => {},
     };
     const g = new AuthGuard({ store: broken, trusted: new TrustedAddresses([]), windowMs: 1000, maxPerSource: 1, maxPerEndpoint: 1, cooloffMs: 1000, log });

@@ -70,7 +70,7 @@ export async function register(
   c: UdpClient,
   e: Endpoint,
   password = e.password,
-  opts: { expires?: number; contact?: string } = {},
+  opts: { expires?: number; contact?: string; timeoutMs?: number } = {},
 ): Promise<{ first: Resp; final: Resp }> {
   const id = callId();
   const base = {
@@ -87,7 +87,7 @@ export async function register(
   if (first.status !== 401) return { first, final: first };
   const challenge = first.all('www-authenticate').find((h) => h.includes('algorithm=MD5')) ?? first.all('www-authenticate')[0];
   const authorization = authorize(challenge, { user: e.user, password, method: 'REGISTER', uri: `sip:${e.domain}` });
-  const final = await c.request(registerMessage({ ...base, cseq: 2, authorization }), id);
+  const final = await c.request(registerMessage({ ...base, cseq: 2, authorization }), id, opts.timeoutMs);
   return { first, final };
 }
 

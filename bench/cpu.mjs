@@ -1,0 +1,133 @@
+#!/usr/bin/env node
+// CPU cost of one registration (401 challenge + 200 OK), edge vs Kamailio, at a fixed
+// rate well below saturation: server CPU-µs per registration. Unlike the sustained-rate
+// ladder this figure barely moves when other jobs share the machine, so it is the one to
+// watch while working on the hot path.
+//
+//   node bench/cpu.mjs [--systems=edge-memory,edge-redis,kamailio-memory] [--transports=udp,tcp]
+//                      [--rate=2000] [--seconds=10] [--users=10000] [--prof] [--workers=N]
+//
+// --prof: run the edge under `node --cpu-prof` and print its top self-time functions.
+import { mkdirSync, existsSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edge.mjs';
+import { startKamailio } from './lib/kamailio.mjs';
+import { startRedis } from './lib/redis.mjs';
+import { runStep, writeInjection } from './lib/sipp.mjs';
+import { summariseProfile } from './lib/profile.mjs';
+import { CLK_TCK, processTree } from './lib/proc.mjs';
+import { readFileSync } from 'node:fs';
+
+/** System (kernel) CPU ticks of a process tree: sending and receiving packets is charged there. */
+function kernelTicks(pid) {
+  let t = 0;
+  for (const p of processTree(pid)) {
+    try {
+      const f = readFileSync(`/proc/${p}/stat`, 'utf8');
+      t += Number(f.slice(f.lastIndexOf(')') + 2).split(' ')[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return t;
+}
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const arg = (name, dflt) => {
+  const a = process.argv.find((x) => x.startsWith(`--${name}=`));
+  if (a) return a.slice(name.length + 3);
+  if (process.argv.includes(`--${name}`)) return 'true';
+  return dflt;
+};
+const systems = arg('systems', 'edge-memory,kamailio-memory').split(',');
+const transports = arg('transports', 'udp').split(',');
+const rate = Number(arg('rate', '2000'));
+const seconds = Number(arg('seconds', '10'));
+const users = benchUsers(Number(arg('users', '10000')));
+const prof = arg('prof', 'false') === 'true';
+const workers = arg('workers', '');
+// --perf: sample the edge's on-CPU time with `perf record -e cpu-clock` (kernel + JIT frames) during the step.
+const perf = arg('perf', 'false') === 'true';
+
+const tmp = join(ROOT, 'bench/.tmp/cpu');
+mkdirSync(tmp, { recursive: true });
+let preload;
+try {
+  preload = join(tmp, 'fineclock.so');
+  execFileSync('cc', ['-O2', '-shared', '-fPIC', '-o', preload, join(ROOT, 'bench/sipp/fineclock.c'), '-ldl'], { stdio: 'ignore' });
+} catch {
+  preload = undefined;
+}
+
+const redis = systems.some((s) => s.includes('redis')) ? await startRedis(tmp) : null;
+const rows = [];
+let profWindow;
+try {
+  for (const sys of systems) {
+    let server;
+    let domain;
+    let profFile = null;
+    let stepStarted = 0;
+    let stepEnded = 0;
+    if (sys.startsWith('edge')) {
+      const store = sys === 'edge-redis' ? 'redis' : 'memory';
+      const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', tmp, '--cpu-prof-name', (profFile = `${sys}-${Date.now()}.cpuprofile`)] : [];
+      if (perf) nodeArgs.push('--perf-basic-prof-only-functions');
+      const env = workers ? { SIP_WORKERS: workers } : {};
+      server = await startEdge({ root: ROOT, tmp, name: sys, store, redisUrl: redis?.url(0), nodeArgs, env });
+      const account = await createAccount(server, sys);
+      await createEndpoints(server, account, users, 16);
+      domain = account.domain;
+    } else {
+      domain = 'kamailio.sip.localhost';
+      server = await startKamailio({ root: ROOT, tmp, variant: sys === 'kamailio-redis' ? 'redis' : 'memory', users, domain, redis, redisDb: 1 });
+    }
+    const target = { pid: server.pid, ports: server.ports, cpuTree: true };
+    const files = writeInjection(join(tmp, 'inj'), sys, users, domain);
+    try {
+      for (const transport of transports) {
+        // Warm-up: JIT, every binding created once.
+        await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate, seconds: Math.ceil(users.length / rate) + 2, files, preload });
+        const t0 = Date.now();
+        const sys0 = kernelTicks(server.pid);
+        const perfRec = perf && sys.startsWith('edge')
+          ? (await import('node:child_process')).spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-o', join(tmp, `${sys}-${transport}.perf.data`), '-p', String(server.pid), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
+          : null;
+        const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}`), target, transport, rate, seconds, files, preload, extraPids: redis ? [redis.pid] : [] });
+        stepStarted = t0;
+        if (perfRec) {
+          await new Promise((resolve) => (perfRec.exitCode !== null ? resolve() : perfRec.once('exit', resolve)));
+          console.log(`perf data: ${join(tmp, `${sys}-${transport}.perf.data`)} (perf report -i … --no-children --sort sym)`);
+        }
+        const kernelUs = ((kernelTicks(server.pid) - sys0) / CLK_TCK) * 1e6 / Math.max(1, r.ok);
+        stepEnded = Date.now();
+        const usPerReg = (r.serverCpu / 100) * 1e6 / Math.max(1, r.achieved);
+        const redisUs = redis ? ((r.otherCpu[0] ?? 0) / 100) * 1e6 / Math.max(1, r.achieved) : 0;
+        rows.push({ sys, transport, achieved: r.achieved, ok: r.ok, failed: r.failed, retrans: r.retrans, p50: r.p50, p99: r.p99, cpu: r.serverCpu, usPerReg, redisUs });
+        console.log(`${sys}/${transport} @${rate}/s: achieved ${r.achieved.toFixed(0)}/s ok ${r.ok} failed ${r.failed} retrans ${r.retrans} p50 ${r.p50?.toFixed(2)} p99 ${r.p99?.toFixed(2)} ms; server CPU ${r.serverCpu.toFixed(0)}% = ${usPerReg.toFixed(0)} µs/registration (${kernelUs.toFixed(0)} µs of it in the kernel)${redis ? ` (+ Redis ${redisUs.toFixed(0)} µs)` : ''}`);
+      }
+    } finally {
+      await server.stop(15000);
+      // The profile ends when the process exits: keep the samples of the measured step.
+      const exited = Date.now();
+      profWindow = [exited - stepStarted, exited - stepEnded];
+    }
+    if (profFile && existsSync(join(tmp, profFile))) {
+      const s = summariseProfile(join(tmp, profFile), { root: ROOT, top: 30, window: transports.length === 1 ? profWindow : undefined });
+      console.log(`\nprofile ${join(tmp, profFile)}: ${s.totalMs.toFixed(0)} ms on CPU${transports.length === 1 ? ' during the measured step' : ''}`);
+      for (const m of s.modules.slice(0, 14)) console.log(`  ${m.pct.toFixed(1).padStart(5)} %  ${m.module}`);
+      console.log('');
+      for (const f of s.functions) console.log(`  ${f.pct.toFixed(1).padStart(5)} %  ${f.name}  ${f.where}`);
+    }
+  }
+} finally {
+  await redis?.stop();
+}
+
+console.log('\n| system | transport | rate/s | µs CPU per registration | p50 ms | p99 ms |');
+console.log('|---|---|---:|---:|---:|---:|');
+for (const r of rows) console.log(`| ${r.sys} | ${r.transport} | ${r.achieved.toFixed(0)} | ${r.usPerReg.toFixed(0)}${r.redisUs ? ` (+${r.redisUs.toFixed(0)} Redis)` : ''} | ${r.p50?.toFixed(2)} | ${r.p99?.toFixed(2)} |`);
+const base = rows.find((r) => r.sys.startsWith('kamailio'));
+if (base) for (const r of rows.filter((x) => x.sys.startsWith('edge'))) console.log(`${r.sys}/${r.transport}: ${(r.usPerReg / base.usPerReg).toFixed(2)} × ${base.sys}'s CPU per registration`);
