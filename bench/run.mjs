@@ -18,7 +18,9 @@
 //   --rates=1000,2000,...               ladder steps, registrations/s (total of both SIPps)
 //   --step=10                           seconds per ladder step (issue suggests 20; 10 fits 20 min)
 //   --warm=5                            warm-up seconds per system/transport at 2,000/s (not reported)
-//   --wss-n=19000                       WSS flows (the edge is one process: RLIMIT_NOFILE caps it)
+//   --wss-n=24000                       WSS flows
+//   --wss-workers=2                     SIP_WORKERS of the WSS edge: each process has an open-files
+//                                       limit (20,000 here), the primary hands connections to the workers
 //   --wss-idle=10                       seconds of idling (keep-alives) before RSS is read
 //   --api-seconds=8                     seconds per autocannon run
 //   --profile-seconds=10
@@ -69,7 +71,8 @@ const opts = {
   rates: list(option('rates', '1000,1500,2000,3000,4000,5000,6000,8000,10000,12000,14000,16000,20000,24000')).map(Number),
   stepS: Number(option('step', '10')),
   warmS: Number(option('warm', '5')),
-  wssN: Number(option('wss-n', '19000')),
+  wssN: Number(option('wss-n', '24000')),
+  wssWorkers: option('wss-workers', '2'),
   wssIdleS: Number(option('wss-idle', '10')),
   apiS: Number(option('api-seconds', '8')),
   profileS: Number(option('profile-seconds', '10')),
@@ -173,7 +176,7 @@ const SYSTEMS = {
 /** Seconds left for the ladders, leaving room for the parts still to come. */
 function ladderSecondsLeft() {
   let reserve = 20;
-  if (opts.parts.includes('wss')) reserve += 150;
+  if (opts.parts.includes('wss')) reserve += 200;
   if (opts.parts.includes('profile')) reserve += 45;
   return opts.budgetS - elapsed() - reserve;
 }
@@ -353,7 +356,7 @@ async function main() {
 
     if (opts.parts.includes('wss')) {
       log(`=== wss: ${opts.wssN} concurrent WSS flows`);
-      results.wss = await wssScale({ root: ROOT, tmp, redis, n: opts.wssN, idleS: opts.wssIdleS, log, workers: opts.edgeWorkers });
+      results.wss = await wssScale({ root: ROOT, tmp, redis, n: opts.wssN, idleS: opts.wssIdleS, log, workers: opts.wssWorkers === '1' ? '' : opts.wssWorkers });
       log(`wss: ${JSON.stringify(results.wss)}`);
     }
   } finally {

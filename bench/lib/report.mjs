@@ -178,11 +178,24 @@ export function renderReport(r) {
       )} MiB | ${f1(w.kibPerFlow)} | ${int(w.redisBytesPerFlow)} | ${int(w.edgeCpu)} % |`,
     );
     out.push('');
+    const procs = w.edgeProcesses ?? [];
+    if (procs.length > 1) {
+      out.push('| edge process | role | RSS before | RSS after | open files after |');
+      out.push('|---:|---|---:|---:|---:|');
+      for (const p of procs) out.push(`| ${p.pid} | ${p.role} | ${int(p.rssBeforeKiB / 1024)} MiB | ${int(p.rssAfterKiB / 1024)} MiB | ${p.fds === null ? '—' : int(p.fds)} |`);
+      out.push('');
+    }
+    const split =
+      (w.workers ?? 1) > 1
+        ? `The edge ran with SIP_WORKERS=${w.workers}: the cluster primary accepts each connection and hands it to a worker, ` +
+          `then closes its own copy (its open files stay few), so each worker holds part of the flows under its own ` +
+          `open-files limit of ${m.nofile}. Edge RSS is the sum over all ${procs.length || w.workers + 1} processes of the edge ` +
+          `(primary and workers), and KiB per flow = (RSS after − RSS before) / registered flows.`
+        : `The edge ran as one process: N is capped by its open-files hard limit of ${m.nofile} (not raisable here: no CAP_SYS_RESOURCE).`;
     out.push(
       `Each client: TLS WebSocket (subprotocol \`sip\`, self-signed certificate accepted), REGISTER → 401 → REGISTER with digest ` +
         `(first offered algorithm, qop=auth) → 200, then a CRLF keep-alive frame every 25 s; ${w.processes} client processes, ` +
-        `source addresses spread over 127.0.x.y. RSS read after ${r.opts.wssIdleS} s of idling. N is capped by the edge being one ` +
-        `process with an open-files hard limit of ${m.nofile} (not raisable here: no CAP_SYS_RESOURCE).` +
+        `source addresses spread over 127.0.x.y. RSS read after ${r.opts.wssIdleS} s of idling, without forcing a GC. ${split}` +
         (w.firstFailure ? ` First failure seen: ${w.firstFailure}.` : ''),
     );
     out.push('');

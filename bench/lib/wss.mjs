@@ -1,5 +1,6 @@
 // WSS scale part: N concurrent registered WebSocket flows against the edge.
 import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
@@ -29,9 +30,23 @@ async function provisionRedis(root, url, domain, users) {
   await redis.quit();
 }
 
+/** Open file descriptors of a process (sockets included); null when unreadable. */
+function openFds(pid) {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Run the WSS scale test. Returns {n, registered, failed, dropped, rssBeforeKiB,
- * rssAfterKiB, kibPerFlow, regRate, peakRate, seconds, edgeCpu, redisBytesPerFlow}.
+ * rssAfterKiB, kibPerFlow, regRate, peakRate, seconds, edgeCpu, redisBytesPerFlow,
+ * edgeProcesses: [{pid, role, rssBeforeKiB, rssAfterKiB, fds}]}. The edge's RSS is
+ * the sum over its whole process tree: with SIP_WORKERS > 1 the cluster primary
+ * accepts each connection and hands it to a worker (then closes its own copy: its
+ * `fds` stays small), so the flows are split over the workers, each under its own
+ * open-files limit.
  */
 export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS = 10, log, workers = '' }) {
   const domain = 'wss.sip.localhost';
@@ -42,11 +57,15 @@ export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS =
   const edge = await startEdge({ root, tmp, name: 'edge-wss', store: 'redis', redisUrl: redis.url(db), listeners: ['wss'], env: workers ? { SIP_WORKERS: workers } : {} });
   // RSS and CPU of the edge's whole process tree (its workers, when SIP_WORKERS > 1).
   const edgeRss = () => processTree(edge.pid).reduce((a, p) => a + rssKiB(p), 0);
-  const results = { n, processes: 0 };
+  const results = { n, processes: 0, workers: Number(workers || 1) };
+  const perProcessRss = new Map(); // pid → {pid, role, rssBeforeKiB, rssAfterKiB, fds}
   const clients = [];
   const clientCpu = [];
   try {
     await sleep(2000);
+    for (const pid of processTree(edge.pid)) {
+      perProcessRss.set(pid, { pid, role: pid === edge.pid ? (results.workers > 1 ? 'primary' : 'edge') : 'worker', rssBeforeKiB: rssKiB(pid), rssAfterKiB: 0, fds: null });
+    }
     results.rssBeforeKiB = edgeRss();
     const redisMem0 = await redis.usedMemory();
     const cpu = cpuMeter([edge.pid], { tree: true });
@@ -107,6 +126,14 @@ export async function wssScale({ root, tmp, redis, n, perProcess = 5000, idleS =
     log?.(`wss: ${results.registered}/${n} registered in ${(lastMs / 1000).toFixed(1)} s; idling ${idleS} s with keep-alives`);
     await sleep(idleS * 1000);
     results.rssAfterKiB = edgeRss();
+    for (const pid of processTree(edge.pid)) {
+      const e = perProcessRss.get(pid) ?? { pid, role: 'worker (restarted)', rssBeforeKiB: 0, rssAfterKiB: 0, fds: null };
+      e.rssAfterKiB = rssKiB(pid);
+      e.fds = openFds(pid);
+      perProcessRss.set(pid, e);
+    }
+    // Processes gone since the first reading (a worker that died) count as 0 after.
+    results.edgeProcesses = [...perProcessRss.values()];
     results.dropped = state.reduce((a, s) => a + s.dropped, 0);
     results.open = state.reduce((a, s) => a + (s.open ?? 0), 0);
     results.kibPerFlow = (results.rssAfterKiB - results.rssBeforeKiB) / Math.max(1, results.registered);
