@@ -7,7 +7,7 @@
  * still send it. Pure functions; no I/O, no state except a per-process secret for
  * {@link dummyHa1}.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { DigestCredentials } from '../sip/message.js';
 
 /** Digest algorithms this server verifies (RFC 8760: SHA-256 and MD5 for SIP). */
@@ -32,8 +32,12 @@ const CTL = /[\u0000-\u001f\u007f]/;
 /** Random per process: dummy HA1 values are unguessable and change at every restart. */
 const DUMMY_SECRET = randomBytes(32);
 
+/** One-shot `crypto.hash` (Node ≥ 20.12) is half the cost of createHash per call; the hot path makes two per registration. */
+const oneShot = typeof hash === 'function';
+
 function h(algorithm: DigestAlgorithm, data: string): string {
-  return createHash(HASH[algorithm].node).update(data, 'utf8').digest('hex');
+  const node = HASH[algorithm].node;
+  return oneShot ? hash(node, data, 'hex') : createHash(node).update(data, 'utf8').digest('hex');
 }
 
 /**

@@ -251,7 +251,7 @@ describe('floods and slow senders (real server)', () => {
     const waits: Array<Promise<unknown>> = [];
     for (let i = 0; i < MAX_TRANSACTIONS + 300; i++) {
       const id = callId();
-      waits.push(c.request(options(c.host, c.port, id), id, 1500).then(() => answered++, () => {}));
+      waits.push(c.request(options(c.host, c.port, id), id, 4000).then(() => answered++, () => {}));
       if (i % 100 === 99) await sleep(20);
     }
     await Promise.all(waits);
