@@ -20,6 +20,21 @@ import { summariseProfile } from './lib/profile.mjs';
 import { CLK_TCK, processTree } from './lib/proc.mjs';
 import { readFileSync } from 'node:fs';
 
+/** [pid, user+system ticks] of every process of the tree. */
+function treeTicks(pid) {
+  const out = new Map();
+  for (const p of processTree(pid)) {
+    try {
+      const f = readFileSync(`/proc/${p}/stat`, 'utf8').slice(0);
+      const v = f.slice(f.lastIndexOf(')') + 2).split(' ');
+      out.set(p, Number(v[11]) + Number(v[12]));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
 /** System (kernel) CPU ticks of a process tree: sending and receiving packets is charged there. */
 function kernelTicks(pid) {
   let t = 0;
@@ -92,8 +107,9 @@ try {
         await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate, seconds: Math.ceil(users.length / rate) + 2, files, preload });
         const t0 = Date.now();
         const sys0 = kernelTicks(server.pid);
+        const per0 = treeTicks(server.pid);
         const perfRec = perf && sys.startsWith('edge')
-          ? (await import('node:child_process')).spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-o', join(tmp, `${sys}-${transport}.perf.data`), '-p', String(server.pid), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
+          ? (await import('node:child_process')).spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-o', join(tmp, `${sys}-${transport}.perf.data`), '-p', processTree(server.pid).join(','), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
           : null;
         const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}`), target, transport, rate, seconds, files, preload, extraPids: redis ? [redis.pid] : [] });
         stepStarted = t0;
@@ -102,6 +118,11 @@ try {
           console.log(`perf data: ${join(tmp, `${sys}-${transport}.perf.data`)} (perf report -i … --no-children --sort sym)`);
         }
         const kernelUs = ((kernelTicks(server.pid) - sys0) / CLK_TCK) * 1e6 / Math.max(1, r.ok);
+        const per1 = treeTicks(server.pid);
+        if (per1.size > 1) {
+          const parts = [...per1].map(([p, t]) => `${p === server.pid ? 'main' : p}: ${((((t - (per0.get(p) ?? t)) / CLK_TCK) * 1e6) / Math.max(1, r.ok)).toFixed(0)} µs`);
+          console.log(`  per process (µs per registration): ${parts.join(', ')}`);
+        }
         stepEnded = Date.now();
         const usPerReg = (r.serverCpu / 100) * 1e6 / Math.max(1, r.achieved);
         const redisUs = redis ? ((r.otherCpu[0] ?? 0) / 100) * 1e6 / Math.max(1, r.achieved) : 0;

@@ -184,5 +184,13 @@ if (globalThis.gc && process.env.HOTPATH_HEAP) {
   const after = process.memoryUsage().heapUsed;
   console.log(`heap held by remembered transactions: ${((before - after) / 1048576).toFixed(0)} MiB`);
 }
+if (redis) {
+  // Redis's own cost per command (usec_per_call), e.g. the REGISTER script.
+  const stats = await redis.cmd('INFO', 'commandstats');
+  for (const line of String(stats).split('\r\n')) {
+    const m = /^cmdstat_(\w+):calls=(\d+),usec=(\d+),usec_per_call=([\d.]+)/.exec(line);
+    if (m && Number(m[2]) >= N / 10) console.log(`redis ${m[1]}: ${m[2]} calls, ${m[4]} µs per call`);
+  }
+}
 await app.stop();
 await redis?.stop();

@@ -25,9 +25,9 @@ const NONCE_SHAPE = new RegExp(`^[A-Za-z0-9_-]{${ENCODED_LEN}}$`);
 const MAX_CLOCK_SKEW_MS = 5_000;
 /** Largest nc-value: 8 hex digits (RFC 7616 §3.4, `nc-value = 8LHEX`). */
 const MAX_NC = 0xffff_ffff;
-/** How often (ms) a full table is swept for expired nonces before live ones are evicted. */
-const SWEEP_INTERVAL_MS = 1_000;
 const MIN_SECRET_LEN = 16;
+/** Entries the expired-window sweep looks at per insertion into a full table. */
+const SWEEP_STEP = 32;
 
 /**
  * Width of the nonce-count replay window. The highest nc seen for a nonce and the
@@ -94,7 +94,8 @@ export class NonceManager {
    * eviction can cost a client one extra challenge, never allow a replay.
    */
   #evictedHorizon = Number.NEGATIVE_INFINITY;
-  #nextSweepAt = Number.NEGATIVE_INFINITY;
+  /** Where the expired-window sweep resumes (a live Map iterator survives deletes). */
+  #sweep: MapIterator<[string, NcWindow]> | null = null;
 
   constructor(opts: NonceManagerOptions) {
     if (opts.secret.length < MIN_SECRET_LEN) {
@@ -218,15 +219,25 @@ export class NonceManager {
     return createHash('sha256').update(this.#secret).update(raw.subarray(0, fixed)).update(realm, 'utf8').digest();
   }
 
-  /** Frees one slot when the table is full: expired nonces first, then the least recently used. */
+  /**
+   * Frees one slot when the table is full: expired windows first, found by a sweep
+   * that resumes where it stopped and looks at no more than SWEEP_STEP entries per
+   * call, then the least recently used one (which raises the eviction horizon).
+   * A full pass over the table (100,000 entries, several ms) was a once-a-second
+   * stall that showed in the registration p99.
+   */
   #makeRoom(now: number): void {
     if (this.#windows.size < this.#maxTracked) return;
-    if (now >= this.#nextSweepAt) {
-      this.#nextSweepAt = now + SWEEP_INTERVAL_MS;
-      // A full pass at most once per SWEEP_INTERVAL_MS (≈ 100,000 entries: a few ms).
-      for (const [key, w] of this.#windows) {
-        if (now - w.issuedAt > this.#ttlMs) this.#windows.delete(key);
+    for (let i = 0; i < SWEEP_STEP && this.#windows.size >= this.#maxTracked; i++) {
+      this.#sweep ??= this.#windows.entries();
+      const next = this.#sweep.next();
+      if (next.done === true) {
+        this.#sweep = null;
+        if (i > 0) break; // one full lap per call at most
+        continue;
       }
+      const [key, w] = next.value;
+      if (now - w.issuedAt > this.#ttlMs) this.#windows.delete(key);
     }
     while (this.#windows.size >= this.#maxTracked) {
       const oldest = this.#windows.entries().next();
