@@ -90,6 +90,8 @@ try {
       const store = sys === 'edge-redis' ? 'redis' : 'memory';
       const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', tmp, '--cpu-prof-name', (profFile = `${sys}-${Date.now()}.cpuprofile`)] : [];
       if (perf) nodeArgs.push('--perf-basic-prof-only-functions');
+      // --node-args="--trace-gc …": extra Node flags for the edge (its log file is under bench/.tmp/cpu).
+      nodeArgs.push(...arg('node-args', '').split(' ').filter(Boolean));
       const env = workers ? { SIP_WORKERS: workers } : {};
       server = await startEdge({ root: ROOT, tmp, name: sys, store, redisUrl: redis?.url(0), nodeArgs, env });
       const account = await createAccount(server, sys);

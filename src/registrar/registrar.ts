@@ -4,7 +4,7 @@ import type { DigestAuthenticator } from '../auth/authenticator.js';
 import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
 import type { IncomingRequest } from '../core/incoming.js';
-import { aorKey, type Aor, type Binding, type LocationStore } from '../store/location-store.js';
+import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location-store.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 
 /** A reply the router turns into a response to the request. */
@@ -132,7 +132,9 @@ export class Registrar {
   private trackFlow(connId: string, aor: Aor): void {
     let m = this.flows.get(connId);
     if (!m) this.flows.set(connId, (m = new Map()));
-    m.set(aorKey(aor), aor);
+    const k = aorKey(aor);
+    // Kept for the life of the flow: copies, not slices of the request text.
+    if (!m.has(k)) m.set(ownString(k), { domain: ownString(aor.domain), user: ownString(aor.user) });
   }
 
   /**

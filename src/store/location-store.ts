@@ -128,6 +128,31 @@ export function compareBindings(a: Binding, b: Binding): number {
  * stamped with `updatedAt = now`. Listing the fields (rather than spreading) keeps
  * stray properties of the caller's object out of both stores alike.
  */
+/**
+ * `s` in memory of its own. A substring of 13 characters or more is, in V8, a
+ * view into the string it was cut from — here the whole request text — and keeps
+ * all of it alive as long as it is kept: ≈800 bytes per stored binding instead of
+ * the few dozen its fields need.
+ */
+export function ownString(s: string): string {
+  return s.length < 13 ? s : Buffer.from(s, 'utf8').toString('utf8');
+}
+
+/** A binding whose strings hold no request text alive (for stores that keep objects). */
+export function ownBinding(b: Binding): Binding {
+  return {
+    ...b,
+    key: ownString(b.key),
+    uri: ownString(b.uri),
+    contact: ownString(b.contact),
+    callId: ownString(b.callId),
+    userAgent: b.userAgent === null ? null : ownString(b.userAgent),
+    received: ownString(b.received),
+    path: b.path === null ? null : ownString(b.path),
+    instanceId: b.instanceId === null ? null : ownString(b.instanceId),
+  };
+}
+
 export function bindingFromWrite(w: BindingWrite, now: number): Binding {
   return {
     key: w.key,

@@ -1,6 +1,8 @@
 import {
   aorKey,
   bindingFromWrite,
+  ownBinding,
+  ownString,
   compareBindings,
   type Aor,
   type Binding,
@@ -113,14 +115,14 @@ export class MemoryLocationStore implements LocationStore {
     for (const w of op.writes) {
       // A write that is already expired can never be read back: it acts as a removal,
       // exactly as in the Redis script.
-      if (w.expiresAt > op.now) next.set(w.key, bindingFromWrite(w, op.now));
+      if (w.expiresAt > op.now) next.set(w.key, ownBinding(bindingFromWrite(w, op.now)));
       else next.delete(w.key);
     }
     if (next.size > op.maxContacts) return { ok: false, code: 'TOO_MANY', bindings: liveList() };
 
     // RFC 3261 §10.3 step 8: all changes of one REGISTER are applied together.
     if (next.size === 0) this.#aors.delete(k);
-    else this.#aors.set(k, next);
+    else this.#aors.set(current ? k : ownString(k), next);
     return { ok: true, bindings: [...next.values()].map(copy).sort(compareBindings) };
   }
 
