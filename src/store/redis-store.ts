@@ -109,9 +109,16 @@ local function reindex(hashKey, idxKey, user, now, margin, maxExp)
     redis.call('PEXPIRE', hashKey, string.format('%d', maxExp - now + margin))
     redis.call('ZADD', idxKey, string.format('%d', maxExp), user)
   end
-  -- Users whose every binding has expired leave the index; the index key lives as
-  -- long as its latest entry.
+  -- Users whose every binding has expired leave the index; the index key lives at
+  -- least as long as its latest entry (a PTTL check instead of reading the top entry
+  -- when this user's expiry is known: it may outlive a shrunk latest entry, which is
+  -- harmless since reads filter on the scores).
   redis.call('ZREMRANGEBYSCORE', idxKey, '-inf', string.format('%d', now))
+  if maxExp ~= nil then
+    local want = maxExp - now + margin
+    if redis.call('PTTL', idxKey) < want then redis.call('PEXPIRE', idxKey, string.format('%d', want)) end
+    return
+  end
   local top = redis.call('ZRANGE', idxKey, -1, -1, 'WITHSCORES')
   if top[2] then
     redis.call('PEXPIRE', idxKey, string.format('%d', tonumber(top[2]) - now + margin))
@@ -215,15 +222,23 @@ local reply = { 'OK' }
 for k, j in pairs(nextJ) do
   count = count + 1
   if maxExp == nil or nextExp[k] > maxExp then maxExp = nextExp[k] end
-  hset[#hset + 1] = k
-  hset[#hset + 1] = j
+  -- Only what changed is written (a refresh rewrites one field, not the hash).
+  if liveJ[k] ~= j then
+    hset[#hset + 1] = k
+    hset[#hset + 1] = j
+  end
   reply[#reply + 1] = j
 end
 if count > maxContacts then return fail('TOO_MANY') end
 
--- Step 8: write the whole new state; expired entries met on the way are dropped.
-redis.call('DEL', hashKey)
-if count > 0 then redis.call(unpack(hset)) end
+-- Step 8: the new state. Fields not in it go: removed, replaced by an expired write,
+-- expired, or not a binding at all. A hash left empty disappears with its last field.
+local hdel = { 'HDEL', hashKey }
+for i = 1, #all, 2 do
+  if nextJ[all[i]] == nil then hdel[#hdel + 1] = all[i] end
+end
+if #hdel > 2 then redis.call(unpack(hdel)) end
+if #hset > 2 then redis.call(unpack(hset)) end
 reindex(hashKey, idxKey, user, now, margin, maxExp)
 return reply
 `;
