@@ -25,7 +25,7 @@
 //   --api-seconds=8                     seconds per autocannon run
 //   --profile-seconds=10
 //   --budget=1140                       seconds the whole run may take; steps shrink to fit
-//   --edge-workers=N                    SIP_WORKERS for the edge on Redis (unset: the edge's default, one process)
+//   --edge-workers=2                    SIP_WORKERS for the edge on Redis (both cores; 1 = one process)
 //   --kamailio-redis-auth=0             1: kamailio-redis also reads credentials per request from Redis (auth_db)
 //   --no-install / --no-build           skip apt and npm run build
 //   --retry=1                           a failed ladder step is retried this often once per ladder
@@ -83,7 +83,7 @@ const opts = {
   retry: Number(option('retry', '1')),
   users: Number(option('users', '10000')),
   nice: Number(option('nice', '-10')),
-  edgeWorkers: option('edge-workers', ''),
+  edgeWorkers: option('edge-workers', '2'),
 };
 
 // ---------- packages ----------
