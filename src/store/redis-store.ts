@@ -281,18 +281,28 @@ reindex(hashKey, idxKey, user, now, margin, maxExp)
 return removed
 `;
 
+/**
+ * The bindings of many AORs of one account (one Cluster slot: the keys share the
+ * domain's hash tag). KEYS: binding hashes. Reply: one array of values per key.
+ * One command instead of one HGETALL each: ioredis turns every HGETALL reply into
+ * an object, which was a fifth of the CPU of listing 100 endpoints.
+ */
+const LOOKUP_MANY_LUA = `
+local out = {}
+for i = 1, #KEYS do out[i] = redis.call('HVALS', KEYS[i]) end
+return out
+`;
+
 class LuaScript {
   readonly sha: string;
-  constructor(
-    readonly lua: string,
-    readonly numKeys: number,
-  ) {
+  constructor(readonly lua: string) {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
 }
 
-const REGISTER_SCRIPT = new LuaScript(REGISTER_LUA, 2);
-const REMOVE_SCRIPT = new LuaScript(REMOVE_LUA, 2);
+const REGISTER_SCRIPT = new LuaScript(REGISTER_LUA);
+const REMOVE_SCRIPT = new LuaScript(REMOVE_LUA);
+const LOOKUP_MANY_SCRIPT = new LuaScript(LOOKUP_MANY_LUA);
 
 // ---------------------------------------------------------------------------
 // Narrowing what comes back from Redis: the data may be old, foreign or corrupt.
@@ -408,10 +418,10 @@ abstract class RedisBacked {
    */
   protected async evalScript(s: LuaScript, keys: string[], args: Array<string | number>): Promise<unknown> {
     try {
-      return await this.redis.evalsha(s.sha, s.numKeys, ...keys, ...args);
+      return await this.redis.evalsha(s.sha, keys.length, ...keys, ...args);
     } catch (err) {
       if (err instanceof Error && err.message.includes('NOSCRIPT')) {
-        return await this.redis.eval(s.lua, s.numKeys, ...keys, ...args);
+        return await this.redis.eval(s.lua, keys.length, ...keys, ...args);
       }
       throw err;
     }
@@ -493,17 +503,28 @@ export class RedisLocationStore extends RedisBacked implements LocationStore {
   async lookupMany(aors: Aor[], now: number = Date.now()): Promise<Map<string, Binding[]>> {
     const out = new Map<string, Binding[]>();
     if (aors.length === 0) return out;
-    const p = this.redis.pipeline();
-    for (const aor of aors) p.hgetall(redisLocationKeys(aor, this.prefix).bindings);
-    const replies = await this.guard('lookupMany', () => p.exec());
-    if (replies === null) throw unavailable('lookupMany', new Error('pipeline aborted'));
-    aors.forEach((aor, i) => {
-      const r = replies[i];
-      if (r === undefined) throw unavailable('lookupMany', new Error('short pipeline reply'));
-      const [err, value] = r;
-      if (err) throw unavailable('lookupMany', err);
-      out.set(aorKey(aor), liveSorted(hashValues(value), now));
+    // One script per account domain (its keys share a hash tag), all sent together.
+    const byDomain = new Map<string, Aor[]>();
+    for (const aor of aors) {
+      const list = byDomain.get(aor.domain);
+      if (list) list.push(aor);
+      else byDomain.set(aor.domain, [aor]);
+    }
+    const groups = [...byDomain.values()];
+    const replies = await this.guard('lookupMany', () =>
+      Promise.all(groups.map((g) => this.evalScript(LOOKUP_MANY_SCRIPT, g.map((a) => redisLocationKeys(a, this.prefix).bindings), []))),
+    );
+    const found = new Map<string, Binding[]>();
+    groups.forEach((g, gi) => {
+      const r = replies[gi];
+      if (!Array.isArray(r) || r.length !== g.length) throw unavailable('lookupMany', new Error('unexpected script reply'));
+      g.forEach((aor, i) => found.set(aorKey(aor), liveSorted(Array.isArray(r[i]) ? r[i] : [], now)));
     });
+    // In the order asked.
+    for (const aor of aors) {
+      const k = aorKey(aor);
+      out.set(k, found.get(k) ?? []);
+    }
     return out;
   }
 
