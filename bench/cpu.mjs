@@ -126,6 +126,12 @@ try {
           console.log(`  per process (µs per registration): ${parts.join(', ')}`);
         }
         stepEnded = Date.now();
+        if (server.http) {
+          // The edge's own view of its event loop (worst stall, delay percentiles) over its life.
+          const m = await fetch(`${server.http}/metrics`).then((x) => x.text()).catch(() => '');
+          const lines = m.split('\n').filter((l) => /^(sip_event_loop|nodejs_eventloop_lag_p99|nodejs_gc_duration_seconds_sum)/.test(l));
+          if (lines.length) console.log(`  ${lines.join('\n  ')}`);
+        }
         const usPerReg = (r.serverCpu / 100) * 1e6 / Math.max(1, r.achieved);
         const redisUs = redis ? ((r.otherCpu[0] ?? 0) / 100) * 1e6 / Math.max(1, r.achieved) : 0;
         rows.push({ sys, transport, achieved: r.achieved, ok: r.ok, failed: r.failed, retrans: r.retrans, p50: r.p50, p99: r.p99, cpu: r.serverCpu, usPerReg, redisUs });

@@ -44,7 +44,23 @@ import { writeInjection, runStep } from './lib/sipp.mjs';
 import { apiBench } from './lib/api.mjs';
 import { wssScale } from './lib/wss.mjs';
 import { summariseProfile } from './lib/profile.mjs';
-import { have, setNiceness } from './lib/proc.mjs';
+import { cpuMeter, have, setNiceness, sleep } from './lib/proc.mjs';
+
+/**
+ * Wait until the server is back at rest after the ladder's last (overloaded) step:
+ * its CPU under 5 % of a core over one second, at most `maxS` seconds. The step at
+ * half the top rate then measures that rate, not the tail of a recovery.
+ */
+async function settle(target, maxS = 30) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < maxS * 1000) {
+    const m = cpuMeter([target.pid], { tree: !!target.cpuTree });
+    m.begin();
+    await sleep(1000);
+    if (m.end() < 5) return (Date.now() - t0) / 1000;
+  }
+  return maxS;
+}
 import { renderReport } from './lib/report.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -300,6 +316,7 @@ async function main() {
             // p99 at half the top sustained rate, measured by its own step.
             if (def.kind === 'edge' && l.top > 0 && ladderSecondsLeft() > opts.stepS + 5) {
               const half = Math.round(l.top / 2);
+              l.halfSettledS = await settle(target);
               l.half = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-half`), target, transport, rate: half, seconds: opts.stepS, files, preload, extraPids: usesRedis ? [redis.pid] : [] });
               log(`${sys}/${transport} half rate ${half}/s: p50 ${l.half.p50.toFixed(2)} p99 ${l.half.p99.toFixed(2)} ms, ${l.half.sustained ? 'sustained' : 'NOT sustained'}`);
             }

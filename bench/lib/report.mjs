@@ -264,7 +264,7 @@ export function renderReport(r) {
   );
   out.push(
     `- Every system first gets a ${r.opts.warmS} s warm-up at 2,000/s (not reported); the ladder stops at the first step that is not ` +
-      `sustained (after ${r.opts.retry} retry per ladder). sip-edge additionally runs one step at half its top rate for the p99 target.`,
+      `sustained (after ${r.opts.retry} retry per ladder). sip-edge additionally runs one step at half its top rate for the p99 target, once its CPU is back under 5 % after the ladder's overloaded last step (at most 30 s).`,
   );
   out.push(
     '- Kamailio: `bench/kamailio/kamailio.cfg` (children=8, tcp_children=8), digest auth (MD5, qop=auth) with HA1 values of the same ' +
