@@ -96,6 +96,8 @@ export class NonceManager {
   #evictedHorizon = Number.NEGATIVE_INFINITY;
   /** Where the expired-window sweep resumes (a live Map iterator survives deletes). */
   #sweep: MapIterator<[string, NcWindow]> | null = null;
+  /** Where eviction resumes: every window before it is gone or was used again (moved to the back). */
+  #lru: MapIterator<[string, NcWindow]> | null = null;
 
   constructor(opts: NonceManagerOptions) {
     if (opts.secret.length < MIN_SECRET_LEN) {
@@ -239,9 +241,17 @@ export class NonceManager {
       const [key, w] = next.value;
       if (now - w.issuedAt > this.#ttlMs) this.#windows.delete(key);
     }
+    // The least recently used comes from a cursor that stays where the last eviction
+    // left it: `entries().next()` on a fresh iterator would first walk over every slot
+    // freed at the front of the Map since its last rehash (tens of thousands in an LRU
+    // that evicts at the front), and the cost per registration grew with time.
     while (this.#windows.size >= this.#maxTracked) {
-      const oldest = this.#windows.entries().next();
-      if (oldest.done === true) break;
+      this.#lru ??= this.#windows.entries();
+      const oldest = this.#lru.next();
+      if (oldest.done === true) {
+        this.#lru = null;
+        continue;
+      }
       const [key, w] = oldest.value;
       this.#windows.delete(key);
       if (w.issuedAt > this.#evictedHorizon) this.#evictedHorizon = w.issuedAt;
