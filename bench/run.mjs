@@ -16,7 +16,7 @@
 //   --systems=edge-redis,edge-memory,kamailio-memory,kamailio-redis
 //   --transports=udp,tcp
 //   --rates=1000,2000,...               ladder steps, registrations/s (total of both SIPps)
-//   --step=10                           seconds per ladder step (issue suggests 20; 10 fits 20 min)
+//   --step=8                            seconds per ladder step (issue suggests 20; 8 fits 20 min)
 //   --warm=5                            warm-up seconds per system/transport at 2,000/s (not reported)
 //   --wss-n=24000                       WSS flows
 //   --wss-workers=2                     SIP_WORKERS of the WSS edge: each process has an open-files
@@ -86,7 +86,7 @@ const opts = {
   systems: list(option('systems', 'kamailio-redis,edge-redis,edge-memory,kamailio-memory')),
   transports: list(option('transports', 'udp,tcp')),
   rates: list(option('rates', '1000,2000,3000,4000,5000,6000,8000,10000,12000,14000,16000,20000,24000')).map(Number),
-  stepS: Number(option('step', '10')),
+  stepS: Number(option('step', '8')),
   warmS: Number(option('warm', '5')),
   wssN: Number(option('wss-n', '24000')),
   wssWorkers: option('wss-workers', '2'),

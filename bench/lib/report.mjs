@@ -12,9 +12,12 @@ const f1 = (n) => (Number.isFinite(n) ? n.toFixed(1) : '—');
 const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '—');
 const yes = (b) => (b === null || b === undefined ? 'not measured' : b ? '**met**' : '**missed**');
 
+/** Highest sustained rate, or null when unknown: no ladder, or one the budget cut before a step failed (no ratio then). */
 function top(results, sys, t) {
   const l = results.ladders[sys]?.[t];
   if (!l) return null;
+  const last = l.steps[l.steps.length - 1];
+  if (last?.sustained && last.rate === l.top) return null;
   return l.top;
 }
 
@@ -90,6 +93,8 @@ export function renderReport(r) {
     out.push(ratioRow('edge embedded / Kamailio in memory', 'edge-memory', 'kamailio-memory', '≥ 0.75'));
     out.push(ratioRow('edge on Redis / Kamailio in memory', 'edge-redis', 'kamailio-memory', '—'));
     out.push('');
+    out.push('A ratio is given only when both ladders ended at a step that was not sustained: a ladder cut by the time budget has no known top.');
+    out.push('');
   }
 
   // ---- targets ----
@@ -99,8 +104,10 @@ export function renderReport(r) {
   out.push('|---|---|---|');
   const ratioTarget = (a, b, min) => {
     const vals = transports.map((t) => ratio(top(r, a, t), top(r, b, t)));
-    if (vals.some((v) => v === null)) return { text: '—', met: null };
-    return { text: transports.map((t, i) => `${t.toUpperCase()} ${f2(vals[i])}×`).join(', '), met: vals.every((v) => v >= min) };
+    if (vals.every((v) => v === null)) return { text: '—', met: null };
+    const text = transports.map((t, i) => `${t.toUpperCase()} ${vals[i] === null ? '— (no known top)' : `${f2(vals[i])}×`}`).join(', ');
+    if (vals.some((v) => v !== null && v < min)) return { text, met: false };
+    return { text, met: vals.some((v) => v === null) ? null : true };
   };
   let t = ratioTarget('edge-redis', 'kamailio-redis', 3);
   out.push(`| edge on Redis ≥ 3 × Kamailio with usrloc written through to db_redis, UDP and TCP | ${t.text} | ${yes(t.met)} |`);
