@@ -11,11 +11,10 @@
 import { mkdirSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { execFileSync } from 'node:child_process';
 import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edge.mjs';
 import { startKamailio } from './lib/kamailio.mjs';
 import { startRedis } from './lib/redis.mjs';
-import { runStep, writeInjection } from './lib/sipp.mjs';
+import { buildFineClock, runStep, writeInjection } from './lib/sipp.mjs';
 import { summariseProfile } from './lib/profile.mjs';
 import { CLK_TCK, processTree } from './lib/proc.mjs';
 import { readFileSync } from 'node:fs';
@@ -68,13 +67,7 @@ const perf = arg('perf', 'false') === 'true';
 
 const tmp = join(ROOT, 'bench/.tmp/cpu');
 mkdirSync(tmp, { recursive: true });
-let preload;
-try {
-  preload = join(tmp, 'fineclock.so');
-  execFileSync('cc', ['-O2', '-shared', '-fPIC', '-o', preload, join(ROOT, 'bench/sipp/fineclock.c'), '-ldl'], { stdio: 'ignore' });
-} catch {
-  preload = undefined;
-}
+const preload = buildFineClock(ROOT, tmp) ?? undefined;
 
 const redis = systems.some((s) => s.includes('redis')) ? await startRedis(tmp) : null;
 const rows = [];

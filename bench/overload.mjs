@@ -6,10 +6,9 @@
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { execFileSync } from 'node:child_process';
 import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edge.mjs';
 import { startRedis } from './lib/redis.mjs';
-import { runStep, writeInjection } from './lib/sipp.mjs';
+import { buildFineClock, runStep, writeInjection } from './lib/sipp.mjs';
 import { sleep } from './lib/proc.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -21,13 +20,7 @@ const transport = arg('transport', 'udp');
 const workers = arg('workers', '');
 const tmp = join(ROOT, 'bench/.tmp/overload');
 mkdirSync(tmp, { recursive: true });
-let preload;
-try {
-  preload = join(tmp, 'fineclock.so');
-  execFileSync('cc', ['-O2', '-shared', '-fPIC', '-o', preload, join(ROOT, 'bench/sipp/fineclock.c'), '-ldl'], { stdio: 'ignore' });
-} catch {
-  preload = undefined;
-}
+const preload = buildFineClock(ROOT, tmp) ?? undefined;
 const users = benchUsers(10000);
 const redis = store === 'redis' ? await startRedis(tmp) : null;
 const edge = await startEdge({ root: ROOT, tmp, name: `edge-${store}`, store, redisUrl: redis?.url(0), env: workers ? { SIP_WORKERS: workers } : {} });

@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import { startRedis, redisPipeline } from './lib/redis.mjs';
 import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edge.mjs';
 import { startKamailio } from './lib/kamailio.mjs';
-import { writeInjection, runStep } from './lib/sipp.mjs';
+import { buildFineClock, writeInjection, runStep } from './lib/sipp.mjs';
 import { apiBench } from './lib/api.mjs';
 import { wssScale } from './lib/wss.mjs';
 import { summariseProfile } from './lib/profile.mjs';
@@ -167,21 +167,6 @@ function versions() {
   };
 }
 
-/** LD_PRELOAD shim giving SIPp a precise clock (else its times come in 4 ms steps). */
-function buildFineClock(tmp) {
-  const out = join(tmp, 'fineclock.so');
-  for (const cc of ['cc', 'gcc']) {
-    if (!have(cc)) continue;
-    try {
-      execFileSync(cc, ['-O2', '-shared', '-fPIC', '-o', out, join(ROOT, 'bench/sipp/fineclock.c'), '-ldl'], { stdio: 'ignore' });
-      return out;
-    } catch {
-      /* try next */
-    }
-  }
-  return null;
-}
-
 // ---------- ladder ----------
 const SYSTEMS = {
   'edge-redis': { kind: 'edge', store: 'redis', label: 'sip-edge, Redis store' },
@@ -266,7 +251,7 @@ async function main() {
     log('npm run build');
     execSync('npm run build --silent', { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   }
-  const preload = buildFineClock(tmp);
+  const preload = buildFineClock(ROOT, tmp);
   if (opts.nice) setNiceness(opts.nice);
   const machine = versions();
   log(`machine: ${machine.cores} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}, kamailio ${machine.kamailio}, sipp ${machine.sipp}, redis ${machine.redis}`);

@@ -1,7 +1,23 @@
 // SIPp driving: one ladder step = two SIPp processes at half the rate each.
 import { mkdirSync, readdirSync, readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { childrenCpuMeter, cpuMeter, freePort, machineCpuMeter, start, stop, sleep } from './proc.mjs';
+import { execFileSync } from 'node:child_process';
+import { childrenCpuMeter, cpuMeter, freePort, have, machineCpuMeter, start, stop, sleep } from './proc.mjs';
+
+/** LD_PRELOAD shim giving SIPp a precise clock (else its times come in 4 ms steps); null without a C compiler. */
+export function buildFineClock(root, tmp) {
+  const out = join(tmp, 'fineclock.so');
+  for (const cc of ['cc', 'gcc']) {
+    if (!have(cc)) continue;
+    try {
+      execFileSync(cc, ['-O2', '-shared', '-fPIC', '-o', out, join(root, 'bench/sipp/fineclock.c'), '-ldl'], { stdio: 'ignore' });
+      return out;
+    } catch {
+      /* try next */
+    }
+  }
+  return null;
+}
 
 /** Write the injection file(s): `parts` files, users dealt round-robin-free in contiguous halves. */
 export function writeInjection(dir, name, users, domain, parts = 2) {
