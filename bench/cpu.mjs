@@ -19,14 +19,17 @@ import { summariseProfile } from './lib/profile.mjs';
 import { CLK_TCK, processTree } from './lib/proc.mjs';
 import { readFileSync } from 'node:fs';
 
-/** [pid, user+system ticks] of every process of the tree. */
+/**
+ * CPU ticks of every process of the tree: pid → {cpu: user+system, sys: system}.
+ * System time is where sending and receiving packets is charged.
+ */
 function treeTicks(pid) {
   const out = new Map();
   for (const p of processTree(pid)) {
     try {
-      const f = readFileSync(`/proc/${p}/stat`, 'utf8').slice(0);
+      const f = readFileSync(`/proc/${p}/stat`, 'utf8');
       const v = f.slice(f.lastIndexOf(')') + 2).split(' ');
-      out.set(p, Number(v[11]) + Number(v[12]));
+      out.set(p, { cpu: Number(v[11]) + Number(v[12]), sys: Number(v[12]) });
     } catch {
       /* gone */
     }
@@ -34,19 +37,7 @@ function treeTicks(pid) {
   return out;
 }
 
-/** System (kernel) CPU ticks of a process tree: sending and receiving packets is charged there. */
-function kernelTicks(pid) {
-  let t = 0;
-  for (const p of processTree(pid)) {
-    try {
-      const f = readFileSync(`/proc/${p}/stat`, 'utf8');
-      t += Number(f.slice(f.lastIndexOf(')') + 2).split(' ')[12]);
-    } catch {
-      /* gone */
-    }
-  }
-  return t;
-}
+const sumSys = (ticks) => [...ticks.values()].reduce((a, t) => a + t.sys, 0);
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name, dflt) => {
@@ -101,7 +92,6 @@ try {
         // Warm-up: JIT, every binding created once.
         await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate, seconds: Math.ceil(users.length / rate) + 2, files, preload });
         const t0 = Date.now();
-        const sys0 = kernelTicks(server.pid);
         const per0 = treeTicks(server.pid);
         const perfRec = perf && sys.startsWith('edge')
           ? (await import('node:child_process')).spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-o', join(tmp, `${sys}-${transport}.perf.data`), '-p', processTree(server.pid).join(','), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
@@ -112,10 +102,10 @@ try {
           await new Promise((resolve) => (perfRec.exitCode !== null ? resolve() : perfRec.once('exit', resolve)));
           console.log(`perf data: ${join(tmp, `${sys}-${transport}.perf.data`)} (perf report -i … --no-children --sort sym)`);
         }
-        const kernelUs = ((kernelTicks(server.pid) - sys0) / CLK_TCK) * 1e6 / Math.max(1, r.ok);
         const per1 = treeTicks(server.pid);
+        const kernelUs = ((sumSys(per1) - sumSys(per0)) / CLK_TCK) * 1e6 / Math.max(1, r.ok);
         if (per1.size > 1) {
-          const parts = [...per1].map(([p, t]) => `${p === server.pid ? 'main' : p}: ${((((t - (per0.get(p) ?? t)) / CLK_TCK) * 1e6) / Math.max(1, r.ok)).toFixed(0)} µs`);
+          const parts = [...per1].map(([p, t]) => `${p === server.pid ? 'main' : p}: ${((((t.cpu - (per0.get(p)?.cpu ?? t.cpu)) / CLK_TCK) * 1e6) / Math.max(1, r.ok)).toFixed(0)} µs`);
           console.log(`  per process (µs per registration): ${parts.join(', ')}`);
         }
         stepEnded = Date.now();

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { AuthFailureStore, FailureLimits, GuardState } from './auth-failure-store.js';
 import type { RedisEvents } from '../store/redis-events.js';
+import { globEscape } from '../store/redis-store.js';
 
 /** Notice topic: `<counter key>\0<until ms>` of a block that just started. */
 const BLOCK_TOPIC = 'auth-block';
@@ -93,7 +94,7 @@ export class RedisAuthFailureStore implements AuthFailureStore {
   /** Every counter currently blocking (SCAN of the counter keys; once per (re)subscription). */
   async #loadActive(epoch: number): Promise<void> {
     const start = this.prefix + 'authfail:{';
-    const match = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}authfail:*`;
+    const match = `${globEscape(this.prefix)}authfail:*`;
     try {
       let cursor = '0';
       do {

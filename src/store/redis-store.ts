@@ -383,7 +383,7 @@ function unavailable(what: string, err: unknown): StoreUnavailableError {
 }
 
 /** Redis glob-escape, so a prefix with `*?[]\` matches only itself in SCAN MATCH. */
-function globEscape(s: string): string {
+export function globEscape(s: string): string {
   return s.replace(/[*?[\]\\]/g, '\\$&');
 }
 
