@@ -125,6 +125,11 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     nodeId: config.nodeId,
     log: log.child({ component: 'registrar' }),
     onOutcome: (outcome, transport) => metrics.registerOutcome(outcome, transport),
+    // Flow liveness (README "Flows"): a flow with live bindings is probed, not cut as idle.
+    onFlowHeld: (flow, until) => {
+      if (flow.connId) transports.get(flow.transport)?.holdFlow?.(flow.connId, until);
+    },
+    flowTimer: config.pingInterval,
   });
 
   const handlers = new Map<string, RequestHandler>([
@@ -187,6 +192,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     host: config.sipHost,
     maxMessageSize: config.maxMessageSize,
     idleTimeout: config.idleTimeout,
+    pingInterval: config.pingInterval,
     headerTimeout: config.headerTimeout,
     maxConnections: config.maxConnections,
     gate: hardening.connectionGate,

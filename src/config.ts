@@ -77,8 +77,20 @@ export interface Config {
   maxHeaders: number;
   /** Longest single header line, bytes. @default 8192 */
   maxLineLength: number;
-  /** Seconds a stream connection may stay silent before it is closed. @default 300 */
+  /**
+   * Seconds a stream connection that carries no live binding may stay silent
+   * before it is closed. A connection with a live binding is never closed for
+   * being quiet: see {@link Config.pingInterval}. @default 300
+   */
   idleTimeout: number;
+  /**
+   * Flow liveness (README "Flows", docs/flows.md): seconds of silence after which a
+   * WS/WSS connection carrying a live binding is sent a WebSocket ping (RFC 6455
+   * §5.5.2), unanswered by 2 × this it is closed and its bindings removed; TCP/TLS
+   * connections get kernel keep-alive probes after this long (dead after this + 10 s).
+   * Also the Flow-Timer of REGISTER 200 OKs to outbound clients (RFC 5626 §5.4). @default 30
+   */
+  pingInterval: number;
   /** Most concurrent stream (TCP/TLS/WS) connections. @default 50000 */
   maxConnections: number;
   /** Identifies this process in flow-owned bindings. @default random */
@@ -180,6 +192,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   maxHeaders: 128,
   maxLineLength: 8192,
   idleTimeout: 300,
+  pingInterval: 30,
   maxConnections: 50000,
   apiRateLimit: 1000,
   rateLimit: 100,
@@ -234,6 +247,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_MAX_MESSAGE_SIZE', 'maxMessageSize', int(1024, 1 << 20)],
   ['SIP_MAX_HEADERS', 'maxHeaders', int(16, 1024)],
   ['SIP_IDLE_TIMEOUT', 'idleTimeout', int(5, 86400)],
+  ['SIP_PING_INTERVAL', 'pingInterval', int(1, 3600)],
   ['SIP_MAX_CONNECTIONS', 'maxConnections', int(1, 1_000_000)],
   ['NODE_ID', 'nodeId', str],
   ['API_RATE_LIMIT', 'apiRateLimit', int(1, 10_000_000)],

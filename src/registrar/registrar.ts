@@ -4,6 +4,7 @@ import type { DigestAuthenticator } from '../auth/authenticator.js';
 import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
 import type { IncomingRequest } from '../core/incoming.js';
+import type { Flow } from '../transport/types.js';
 import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location-store.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 
@@ -25,6 +26,14 @@ export interface RegistrarOptions {
   now?: () => number;
   /** Called after every accepted REGISTER and on auth failures (metrics). */
   onOutcome?: (outcome: RegisterOutcome, transport: string) => void;
+  /**
+   * A REGISTER over a TCP/TLS/WS/WSS flow changed what that flow carries: it holds
+   * live bindings until `until` (ms since the epoch; 0 = none). The transport keeps
+   * it open and probes it meanwhile (README "Flows", docs/flows.md).
+   */
+  onFlowHeld?: (flow: Flow, until: number) => void;
+  /** Flow-Timer (RFC 5626 §5.4) of 200 OKs to outbound clients over stream flows, seconds; 0 = none. */
+  flowTimer?: number;
 }
 
 export type RegisterOutcome = 'registered' | 'unregistered' | 'queried' | 'challenged' | 'rejected' | 'error';
@@ -38,8 +47,11 @@ const SUPPORTED = new Set(['path', 'outbound', 'gruu']);
  */
 export class Registrar {
   private readonly now: () => number;
-  /** connId → AORs with bindings over that flow, so a closed flow can drop them. */
-  private readonly flows = new Map<string, Map<string, Aor>>();
+  /**
+   * connId → AORs with bindings over that flow, so a closed flow can drop them,
+   * each with the latest expiry of its bindings there (ms; 0 = none left).
+   */
+  private readonly flows = new Map<string, Map<string, HeldAor>>();
 
   constructor(private readonly opts: RegistrarOptions) {
     this.now = opts.now ?? Date.now;
@@ -80,6 +92,7 @@ export class Registrar {
 
     let bindings: Binding[];
     let outcome: RegisterOutcome;
+    let heldUntil = 0;
     if (contacts === undefined) {
       // Step 6 (no Contact): a query; answer with the current bindings.
       bindings = await this.opts.store.lookup(aor, now);
@@ -112,7 +125,7 @@ export class Registrar {
       }
       bindings = result.bindings;
       outcome = op.writes.length > 0 ? 'registered' : 'unregistered';
-      if (stream && op.writes.length > 0) this.trackFlow(flow.connId as string, aor);
+      if (stream) heldUntil = this.trackFlow(flow, aor, bindings, op.writes.length > 0);
       log.debug({ aor: aorKey(aor), contacts: bindings.length, src: received }, outcome);
     }
     this.opts.onOutcome?.(outcome, flow.transport);
@@ -125,16 +138,37 @@ export class Registrar {
     if (bindings.some((b) => b.regId !== null && b.connId === flow.connId) && supports(req, 'outbound')) {
       headers.push(['Require', 'outbound']);
     }
+    // RFC 5626 §5.4: how often an outbound client should send CRLF keep-alives on this flow.
+    const flowTimer = this.opts.flowTimer ?? 0;
+    if (flowTimer > 0 && heldUntil > now && outbound(req, bindings, flow.connId)) headers.push(['Flow-Timer', String(flowTimer)]);
     headers.push(['Date', new Date(now).toUTCString()]);
     return { status: 200, reason: 'OK', headers };
   }
 
-  private trackFlow(connId: string, aor: Aor): void {
+  /**
+   * Notes the AOR's bindings on a stream flow after a REGISTER and tells the
+   * transport how long the flow now carries live bindings (the latest expiry over
+   * every AOR on it). Returns that time (ms; 0 = none).
+   */
+  private trackFlow(flow: Flow, aor: Aor, bindings: readonly Binding[], wrote: boolean): number {
+    const connId = flow.connId as string;
+    let until = 0;
+    for (const b of bindings) if (b.connId === connId && b.nodeId === this.opts.nodeId && b.expiresAt > until) until = b.expiresAt;
     let m = this.flows.get(connId);
-    if (!m) this.flows.set(connId, (m = new Map()));
     const k = aorKey(aor);
-    // Kept for the life of the flow: copies, not slices of the request text.
-    if (!m.has(k)) m.set(ownString(k), { domain: ownString(aor.domain), user: ownString(aor.user) });
+    let entry = m?.get(k);
+    if (!entry) {
+      if (!wrote) return 0;
+      if (!m) this.flows.set(connId, (m = new Map()));
+      // Kept for the life of the flow: copies, not slices of the request text.
+      entry = { domain: ownString(aor.domain), user: ownString(aor.user), until: 0 };
+      m.set(ownString(k), entry);
+    }
+    entry.until = until;
+    let held = 0;
+    for (const e of (m as Map<string, HeldAor>).values()) if (e.until > held) held = e.until;
+    this.opts.onFlowHeld?.(flow, held);
+    return held;
   }
 
   /**
@@ -173,6 +207,21 @@ export class Registrar {
     if (m.size === 0) this.flows.delete(connId);
     return m.size;
   }
+}
+
+/** An AOR with bindings on a flow, and the latest expiry among them (ms). */
+interface HeldAor extends Aor {
+  until: number;
+}
+
+/**
+ * The client registered with outbound (RFC 5626): it says `Supported: outbound`,
+ * or a binding on this flow carries +sip.instance and reg-id (§4.2), or its
+ * Contact URI carries `ob`.
+ */
+function outbound(req: SipRequest, bindings: readonly Binding[], connId: string | null): boolean {
+  if (supports(req, 'outbound')) return true;
+  return bindings.some((b) => b.connId === connId && ((b.regId !== null && b.instanceId !== null) || /;ob(?=[;>?]|$)/i.test(b.uri)));
 }
 
 function supports(req: SipRequest, option: string): boolean {

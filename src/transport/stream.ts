@@ -21,6 +21,10 @@ export type StreamOptions = ListenerOptions;
 interface Conn {
   socket: net.Socket;
   flow: Flow;
+  /** When bytes last arrived (ms). */
+  last: number;
+  /** Carries a live binding until then (ms): never cut as idle before. 0 = none. */
+  holdUntil: number;
 }
 
 let nextConnId = 0;
@@ -37,6 +41,7 @@ export class StreamTransport implements Transport {
   private readonly conns = new Map<string, Conn>();
   private local: BoundAddress = { address: '', port: 0 };
   private readonly headerMs: number;
+  private readonly pingMs: number;
 
   constructor(
     readonly name: 'tcp' | 'tls',
@@ -45,6 +50,7 @@ export class StreamTransport implements Transport {
     private readonly log: Logger,
   ) {
     this.headerMs = (opts.headerTimeout ?? 10) * 1000;
+    this.pingMs = (opts.pingInterval ?? 30) * 1000;
   }
 
   start(): Promise<BoundAddress> {
@@ -103,12 +109,28 @@ export class StreamTransport implements Transport {
       localPort: this.local.port,
       connId,
     };
-    const conn: Conn = { socket, flow };
+    const conn: Conn = { socket, flow, last: Date.now(), holdUntil: 0 };
     this.conns.set(connId, conn);
     const framer = new StreamFramer({ maxMessageSize: this.opts.maxMessageSize });
     socket.setNoDelay(true);
-    socket.setKeepAlive(true, 30_000);
-    socket.setTimeout(this.opts.idleTimeout * 1000, () => socket.destroy());
+    // Liveness of held flows (README "Flows", docs/flows.md): the kernel probes a connection
+    // quiet for the ping interval (libuv then sets 10 probes 1 s apart), so a peer whose
+    // packets no longer arrive is found dead — and the connection closed — at most
+    // SIP_PING_INTERVAL + 10 s after its last packet. No CRLF pings from here: RFC 5626
+    // §4.4.1 has the client ping, and bytes sent to a dead peer would hold the kernel's
+    // keep-alive off behind minutes of retransmissions.
+    socket.setKeepAlive(true, this.pingMs);
+    const idleMs = this.opts.idleTimeout * 1000;
+    // A connection without a live binding is closed once quiet for the idle timeout
+    // (counted from its last byte or the end of its last binding, whichever is later);
+    // one with a live binding never is. Re-armed for at most idleMs at a time, so that
+    // activity (which restarts node's timer with the last duration set) never delays a cut.
+    socket.setTimeout(idleMs, () => {
+      const now = Date.now();
+      const due = Math.max(conn.last, conn.holdUntil) + idleMs;
+      if (conn.holdUntil <= now && now >= due) socket.destroy();
+      else socket.setTimeout(Math.min(idleMs, Math.max(1, due - now)));
+    });
     // Slow senders: the first message, and every message once started, must be
     // complete within headerTimeout, however the bytes trickle in (slowloris).
     const arm = (why: string): NodeJS.Timeout => {
@@ -132,6 +154,7 @@ export class StreamTransport implements Transport {
       },
     );
     socket.on('data', (chunk: Buffer) => {
+      conn.last = Date.now();
       const events = framer.push(chunk);
       if (events.length > 0) {
         // Something complete arrived: the clock restarts for whatever follows.
@@ -172,6 +195,11 @@ export class StreamTransport implements Transport {
 
   closeFlow(connId: string): void {
     this.conns.get(connId)?.socket.end();
+  }
+
+  holdFlow(connId: string, until: number): void {
+    const c = this.conns.get(connId);
+    if (c) c.holdUntil = until;
   }
 
   /** Replace the certificate for new handshakes; open connections keep theirs. */

@@ -38,6 +38,12 @@ export interface Transport {
   connectionCount(): number;
   /** Close the connection behind a flow (stream transports). */
   closeFlow(connId: string): void;
+  /**
+   * The connection carries a live binding until `until` (ms since the epoch; 0 =
+   * none any more): until then it is never closed for being quiet, and it is
+   * probed instead (README "Flows", docs/flows.md). Stream transports only.
+   */
+  holdFlow?(connId: string, until: number): void;
   /** Stop accepting connections; open flows stay until {@link stop} (graceful shutdown). */
   stopAccepting?(): void;
   stop(): Promise<void>;
@@ -81,8 +87,14 @@ export interface ListenerOptions {
   host: string;
   port: number;
   maxMessageSize: number;
-  /** Seconds without any byte before the connection is closed. */
+  /** Seconds without any byte before a connection that carries no live binding is closed. */
   idleTimeout: number;
+  /**
+   * Seconds of silence before a connection that carries a live binding is probed:
+   * a WebSocket ping (dead when unanswered by 2 × this), or TCP keep-alive probes
+   * from the kernel (TCP/TLS). @default 30
+   */
+  pingInterval?: number;
   /**
    * Seconds a connection may take for its TLS handshake, its first message (or
    * HTTP upgrade request), and any message or frame it has started: slow senders

@@ -46,6 +46,10 @@ class WsConn implements PausableSource {
   frameStart = 0;
   /** Fairness between connections; made on the first message. */
   queue: FairQueue<Buffer> | null = null;
+  /** Carries a live binding until then (ms): pinged when quiet, never cut as idle. 0 = none. */
+  holdUntil = 0;
+  /** When the ping now awaiting an answer was sent (ms); 0 = none outstanding. */
+  pinged = 0;
 
   constructor(
     readonly ws: WebSocket,
@@ -71,6 +75,7 @@ class WsConn implements PausableSource {
   /** A whole frame that counts as activity (message or pong) arrived. */
   settled(): void {
     this.frameStart = 0;
+    this.pinged = 0;
     this.last = Date.now();
   }
 }
@@ -205,14 +210,26 @@ export class WsTransport implements Transport {
   }
 
   /**
-   * Idle connections and frames that never complete, for every connection at
-   * once: a quarter of the shorter timeout between sweeps (at most a second),
-   * instead of two timers per connection.
+   * Idle connections, liveness of held ones and frames that never complete, for
+   * every connection at once: a quarter of the shortest timeout between sweeps
+   * (at most a second), instead of timers per connection.
+   *
+   * Liveness (README "Flows", docs/flows.md): a connection that carries a live
+   * binding is never cut for being quiet; once quiet for the ping interval it gets
+   * a WebSocket ping (RFC 6455 §5.5.2, which every browser and `ws` answers with a
+   * pong, §5.5.3). If nothing (pong or message) has come back by the time it has
+   * been quiet for 2 × the interval less one sweep step, the peer is dead: the
+   * connection is cut and, as on any close, its bindings removed. So a peer that
+   * stops answering is cut at most 2 × SIP_PING_INTERVAL after the last frame it sent.
+   * A connection without a live binding is cut once quiet for the idle timeout,
+   * counted from its last frame or from the end of its last binding, whichever is later.
    */
   private startSweeper(): void {
     const idleMs = this.opts.idleTimeout * 1000;
     const frameMs = (this.opts.headerTimeout ?? 10) * 1000;
-    const every = Math.max(50, Math.min(1000, Math.floor(Math.min(idleMs, frameMs) / 4)));
+    const pingMs = (this.opts.pingInterval ?? 30) * 1000;
+    const every = Math.max(50, Math.min(1000, Math.floor(Math.min(idleMs, frameMs, pingMs) / 4)));
+    const deadMs = 2 * pingMs - every;
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = setInterval(() => {
       const now = Date.now();
@@ -220,7 +237,16 @@ export class WsTransport implements Transport {
         if (c.frameStart !== 0 && now - c.frameStart >= frameMs) {
           this.log.debug({ connId: c.flow.connId }, 'closing slow websocket');
           c.ws.terminate();
-        } else if (now - c.last >= idleMs) {
+        } else if (c.holdUntil > now) {
+          const quiet = now - c.last;
+          if (c.pinged !== 0 && quiet >= deadMs) {
+            this.log.info({ connId: c.flow.connId, remote: c.flow.remoteAddress, quietMs: quiet }, 'closing websocket: no answer to ping');
+            c.ws.terminate();
+          } else if (c.pinged === 0 && quiet >= pingMs) {
+            c.pinged = now;
+            c.ws.ping();
+          }
+        } else if (now - Math.max(c.last, c.holdUntil) >= idleMs) {
           c.ws.terminate();
         }
       }
@@ -308,6 +334,11 @@ export class WsTransport implements Transport {
 
   closeFlow(connId: string): void {
     this.conns.get(connId)?.ws.close(1000, 'flow closed');
+  }
+
+  holdFlow(connId: string, until: number): void {
+    const c = this.conns.get(connId);
+    if (c) c.holdUntil = until;
   }
 
   /** Replace the certificate for new handshakes; open connections keep theirs. */
