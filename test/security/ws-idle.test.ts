@@ -1,8 +1,10 @@
 /**
  * Idle WebSocket flows against the real server process (WS and WSS): a silent
- * connection is cut after SIP_IDLE_TIMEOUT, and its binding goes with it; one
- * that sends CRLF keep-alives stays. The transport checks
- * every connection in one sweep (no timer per flow), so these bound its lateness.
+ * connection without a binding is cut after SIP_IDLE_TIMEOUT; one that sends CRLF
+ * keep-alives stays. A silent connection that carries a live binding is never cut
+ * for being quiet (issue 13, README "Flows"): the server pings it instead and it
+ * stays, binding and all, while it answers. The transport checks every connection
+ * in one sweep (no timer per flow), so these bound its lateness.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +15,7 @@ import { endpoints, provision, redisStores } from '../helpers/provision.js';
 import { registerWithAuth, wsConn } from '../helpers/sip-client.js';
 
 const IDLE_S = 5; // the smallest SIP_IDLE_TIMEOUT allowed
+const PING_S = 1;
 
 /** Milliseconds until the server closes `ws`, or null if it is still open after `within` ms. */
 function closedWithin(ws: WebSocket, within: number): Promise<number | null> {
@@ -39,7 +42,7 @@ describe('idle WebSocket flows (real server)', () => {
     redis = await startRedis();
     stores = redisStores(redis.url);
     await provision(stores.credentials, users);
-    server = await startServer({ REDIS_URL: redis.url, SIP_IDLE_TIMEOUT: String(IDLE_S), SIP_HEADER_TIMEOUT: '1' });
+    server = await startServer({ REDIS_URL: redis.url, SIP_IDLE_TIMEOUT: String(IDLE_S), SIP_PING_INTERVAL: String(PING_S), SIP_HEADER_TIMEOUT: '1' });
   }, 30_000);
   afterAll(async () => {
     await server?.stop();
@@ -47,7 +50,7 @@ describe('idle WebSocket flows (real server)', () => {
     await redis?.stop();
   });
 
-  it.each(['ws', 'wss'] as const)('over %s: cuts a silent flow after the idle timeout (its binding goes), keeps one with CRLF keep-alives', async (t) => {
+  it.each(['ws', 'wss'] as const)('over %s: cuts a silent flow without a binding after the idle timeout, keeps one with CRLF keep-alives and a silent one with a binding (pinged)', async (t) => {
     const url = `${t}://127.0.0.1:${t === 'ws' ? server.ports.ws : server.ports.wss}`;
     const i = t === 'ws' ? 0 : 1;
     const u = users[i];
@@ -63,16 +66,30 @@ describe('idle WebSocket flows (real server)', () => {
     });
     expect(final.status).toBe(200);
     expect(await bindings(i)).toBe(1);
+    let pings = 0;
+    silent.ws.on('ping', () => pings++); // `ws` answers each with a pong by itself (RFC 6455 §5.5.3)
     const live = await wsConn(url);
     const keepAlive = setInterval(() => live.send('\r\n\r\n'), 1000);
-    const quiet = await wsConn(url); // upgraded, then never a frame
+    const quiet = await wsConn(url); // upgraded, then never a frame, no binding
     try {
-      const [a, b] = await Promise.all([closedWithin(silent.ws, (IDLE_S + 3) * 1000), closedWithin(live.ws, (IDLE_S + 2) * 1000)]);
-      expect(a).not.toBeNull();
-      expect(a as number).toBeGreaterThan(IDLE_S * 1000 - 1500); // registration took a little of the idle time
-      expect(a as number).toBeLessThan(IDLE_S * 1000 + 1500);
+      const [q, a, b] = await Promise.all([
+        closedWithin(quiet.ws, (IDLE_S + 3) * 1000),
+        closedWithin(silent.ws, (IDLE_S + 3) * 1000),
+        closedWithin(live.ws, (IDLE_S + 2) * 1000),
+      ]);
+      expect(q).not.toBeNull();
+      expect(q as number).toBeGreaterThan(IDLE_S * 1000 - 1500);
+      expect(q as number).toBeLessThan(IDLE_S * 1000 + 1500);
+      // Issue 13 changed this: the silent flow with a live binding is no longer cut after
+      // SIP_IDLE_TIMEOUT; it is pinged about once per quiet SIP_PING_INTERVAL and stays.
+      expect(a).toBeNull();
+      expect(pings).toBeGreaterThanOrEqual(IDLE_S / PING_S / 2);
+      expect(await bindings(i)).toBe(1);
       expect(b).toBeNull();
-      expect(quiet.ws.readyState).toBe(quiet.ws.CLOSED);
+      // Its binding still goes with the connection.
+      silent.ws.terminate();
+      const deadline = Date.now() + 2000;
+      while ((await bindings(i)) !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       expect(await bindings(i)).toBe(0);
     } finally {
       clearInterval(keepAlive);
