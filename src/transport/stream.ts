@@ -125,7 +125,9 @@ export class StreamTransport implements Transport {
     // (counted from its last byte or the end of its last binding, whichever is later);
     // one with a live binding never is. Re-armed for at most idleMs at a time, so that
     // activity (which restarts node's timer with the last duration set) never delays a cut.
-    socket.setTimeout(idleMs, () => {
+    // (A listener of its own: setTimeout's callback would be called once only.)
+    socket.setTimeout(idleMs);
+    socket.on('timeout', () => {
       const now = Date.now();
       const due = Math.max(conn.last, conn.holdUntil) + idleMs;
       if (conn.holdUntil <= now && now >= due) socket.destroy();

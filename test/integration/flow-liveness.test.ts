@@ -25,7 +25,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/server-process.js';
-import { registerWithAuth, streamConn, udpConn } from '../helpers/sip-client.js';
+import { registerWithAuth, streamConn, udpConn, wsConn } from '../helpers/sip-client.js';
 import { startEdge, type Account, type Edge, type Endpoint } from '../e2e/support/edge.js';
 
 const IDLE_S = 5;
@@ -153,6 +153,56 @@ describe('dead peers on flows that carry a binding', () => {
       expect(alive(edge.server.child)).toBe(true);
     } finally {
       child.kill('SIGKILL');
+    }
+  }, 30_000);
+
+  it.concurrent('a flow whose bindings end (expired, or removed by Expires 0) is cut once quiet for SIP_IDLE_TIMEOUT after that', async () => {
+    // A server of its own, so that the other tests' connection counts stay exact.
+    const edge = await startEdge({ SIP_IDLE_TIMEOUT: String(IDLE_S), SIP_PING_INTERVAL: String(PING_S), SIP_MIN_EXPIRES: '1', SIP_TLS_PORT: 'off', SIP_WSS_PORT: 'off' });
+    try {
+      const account = await edge.newAccount();
+      const e = await edge.newEndpoint(account, 'lapsing');
+      const reg = { user: e.username, domain: account.sipDomain, password: e.password, viaPort: 9 };
+      /** Milliseconds from `t0` until `close` fires, or null after `within` ms. */
+      const closedAt = (on: (cb: () => void) => void, t0: number, within: number): Promise<number | null> =>
+        new Promise((resolve) => {
+          const t = setTimeout(() => resolve(null), within);
+          on(() => {
+            clearTimeout(t);
+            resolve(Date.now() - t0);
+          });
+        });
+      const contact = (host: string, port: number, t: string, n: number): string[] => [`<sip:${e.username}-${n}@${host}:${port};transport=${t}>`];
+
+      // TCP, Expires 2: held until the binding lapses, then SIP_IDLE_TIMEOUT from the lapse.
+      const a = await streamConn('127.0.0.1', edge.server.ports.tcp as number, false);
+      const aDone = closedAt((cb) => a.raw.once('close', cb), Date.now(), 12_000);
+      expect((await registerWithAuth(a, { ...reg, transport: 'TCP', viaHost: a.localHost, callId: randomBytes(8).toString('hex'), expires: 2, contacts: contact(a.localHost, a.localPort, 'tcp', 1) })).final.status).toBe(200);
+      // WS, Expires 2: the same.
+      const b = await wsConn(`ws://127.0.0.1:${edge.server.ports.ws}`);
+      const bDone = closedAt((cb) => b.ws.once('close', cb), Date.now(), 12_000);
+      expect((await registerWithAuth(b, { ...reg, transport: 'WS', viaHost: b.localHost, callId: randomBytes(8).toString('hex'), expires: 2, contacts: contact(b.localHost, 9, 'ws', 2) })).final.status).toBe(200);
+      // TCP, Expires 3600 then Expires 0 on the same flow: SIP_IDLE_TIMEOUT from the unregister.
+      const c = await streamConn('127.0.0.1', edge.server.ports.tcp as number, false);
+      const callId = randomBytes(8).toString('hex');
+      const cSpec = { ...reg, transport: 'TCP' as const, viaHost: c.localHost, callId, contacts: contact(c.localHost, c.localPort, 'tcp', 3) };
+      expect((await registerWithAuth(c, { ...cSpec, expires: 3600 })).final.status).toBe(200);
+      expect((await registerWithAuth(c, { ...cSpec, expires: 0, cseq: 3 })).final.status).toBe(200);
+      const cDone = closedAt((cb) => c.raw.once('close', cb), Date.now(), 12_000);
+
+      const [ta, tb, tc] = await Promise.all([aDone, bDone, cDone]);
+      console.log(`flows whose bindings ended, SIP_IDLE_TIMEOUT ${IDLE_S} s: TCP expired after 2 s cut at ${ta} ms, WS expired after 2 s cut at ${tb} ms, TCP unregistered cut ${tc} ms after the unregister`);
+      for (const t of [ta, tb]) {
+        expect(t).not.toBeNull();
+        expect(t as number).toBeGreaterThan((2 + IDLE_S) * 1000 - 1000);
+        expect(t as number).toBeLessThan((2 + IDLE_S) * 1000 + 1500);
+      }
+      expect(tc).not.toBeNull();
+      expect(tc as number).toBeGreaterThan(IDLE_S * 1000 - 1000);
+      expect(tc as number).toBeLessThan(IDLE_S * 1000 + 1500);
+      expect((await edge.endpoint(e)).sip_registered).toBe('false');
+    } finally {
+      await edge.stop();
     }
   }, 30_000);
 
