@@ -2,7 +2,8 @@
 # Installs what the test suite needs on a fresh Debian machine (as root), then the npm packages.
 # Debian packages only when missing: redis-server (real Redis for store tests), sip-tester (SIPp),
 # openssl (development certificate), chromium (headless browser of test/e2e/browser.test.ts),
-# baresip (the softphone of test/e2e/softphone.test.ts; without recommends: no GUI or video modules).
+# baresip (the softphone of test/e2e/softphone.test.ts; without recommends: no GUI or video modules),
+# iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/baresip ] || need+=(baresip)
+{ command -v ip && command -v tc; } >/dev/null 2>&1 || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""
