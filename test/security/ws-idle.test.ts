@@ -15,7 +15,7 @@ import { endpoints, provision, redisStores } from '../helpers/provision.js';
 import { registerWithAuth, wsConn } from '../helpers/sip-client.js';
 
 const IDLE_S = 5; // the smallest SIP_IDLE_TIMEOUT allowed
-const PING_S = 1;
+const PING_S = 2;
 
 /** Milliseconds until the server closes `ws`, or null if it is still open after `within` ms. */
 function closedWithin(ws: WebSocket, within: number): Promise<number | null> {
