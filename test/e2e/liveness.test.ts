@@ -11,33 +11,25 @@
  * playwright-core) with SIP.js bundled into a page over WSS, and SIP.js in Node over
  * `ws` (a process of its own, test/e2e/support/sipjs-phone.mjs) over WS.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { chromium, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/server-process.js';
 import { TestUa } from '../integration/proxy-harness.js';
 import { startEdge, type Account, type Edge, type Endpoint } from './support/edge.js';
+import { startPhoneProcess } from './support/phone-process.js';
 
 const IDLE_S = 5; // SIP_IDLE_TIMEOUT for this server (the smallest allowed)
 const PING_S = 2; // SIP_PING_INTERVAL
 const QUIET_MS = 3 * IDLE_S * 1000;
-const PHONE = fileURLToPath(new URL('./support/sipjs-phone.mjs', import.meta.url));
 const PAGE_SCRIPT = fileURLToPath(new URL('./browser/quiet-phone-page.ts', import.meta.url));
 const CHROMIUM = '/usr/bin/chromium';
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-interface PhoneEvent {
-  event: 'state' | 'message' | 'ping' | 'disconnect';
-  state?: string;
-  body?: string;
-}
 
 describe('SIP.js on library defaults stays registered and reachable on a quiet flow', () => {
   let edge: Edge;
@@ -94,14 +86,9 @@ describe('SIP.js on library defaults stays registered and reachable on a quiet f
 
   it.concurrent('SIP.js in Node over WS', async () => {
     const e = await edge.newEndpoint(account, 'nodephone');
-    const child = spawn(process.execPath, [PHONE], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH, SERVER: `ws://127.0.0.1:${edge.server.ports.ws}`, USERNAME: e.username, DOMAIN: account.sipDomain, PASSWORD: e.password },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    children.push(child);
-    const events: PhoneEvent[] = [];
-    createInterface({ input: child.stdout! }).on('line', (l) => events.push(JSON.parse(l) as PhoneEvent));
+    const phone = startPhoneProcess(`ws://127.0.0.1:${edge.server.ports.ws}`, e);
+    children.push(phone.child);
+    const { events } = phone;
     await edge.waitForEndpoint(e, (v) => v.sip_registered === 'true', 10_000);
     const t0 = Date.now();
 
@@ -111,13 +98,13 @@ describe('SIP.js on library defaults stays registered and reachable on a quiet f
     // The flow stayed the same one, quiet but pinged by the edge, and SIP.js never re-registered.
     expect(events.filter((x) => x.event === 'disconnect')).toEqual([]);
     expect(events.filter((x) => x.event === 'state').map((x) => x.state)).toEqual(['Registered']);
-    const pings = events.filter((x) => x.event === 'ping').length;
+    const pings = phone.count('ping');
     expect(pings).toBeGreaterThanOrEqual(Math.floor(QUIET_MS / 1000 / PING_S / 2));
 
     expect(await message(e)).toBe(200);
     expect(events.filter((x) => x.event === 'message').map((x) => x.body)).toEqual(['hello']);
     console.log(`SIP.js/Node over WS: registered and quiet for ${Date.now() - t0} ms (SIP_IDLE_TIMEOUT ${IDLE_S} s): ${readings.length} API readings all "true", ${pings} pings from the edge, MESSAGE answered 200 by the phone`);
-    child.kill('SIGTERM');
+    phone.child.kill('SIGTERM');
   }, 60_000);
 
   it.concurrent('SIP.js in headless Chromium over WSS', async () => {

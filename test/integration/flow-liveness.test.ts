@@ -21,12 +21,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/server-process.js';
 import { registerWithAuth, streamConn, udpConn, wsConn } from '../helpers/sip-client.js';
 import { startEdge, type Account, type Edge, type Endpoint } from '../e2e/support/edge.js';
+import { startPhoneProcess } from '../e2e/support/phone-process.js';
 
 const IDLE_S = 5;
 /** SIP_PING_INTERVAL of the TCP servers (kernel probes: no pong to wait for). */
@@ -36,7 +35,6 @@ const PING_S = 1;
  * back, so 2 s leaves a second of slack on a busy machine.
  */
 const WS_PING_S = 2;
-const PHONE = fileURLToPath(new URL('../e2e/support/sipjs-phone.mjs', import.meta.url));
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Value of one sample of a Prometheus text exposition. */
@@ -129,21 +127,14 @@ describe('dead peers on flows that carry a binding', () => {
 
   it.concurrent('a SIP.js phone frozen by SIGSTOP over WS: its flow is cut and its binding removed within 2 × SIP_PING_INTERVAL', async () => {
     const e = await edge.newEndpoint(account, 'frozen');
-    const child = spawn(process.execPath, [PHONE], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH, SERVER: `ws://127.0.0.1:${edge.server.ports.ws}`, USERNAME: e.username, DOMAIN: account.sipDomain, PASSWORD: e.password },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const phone = startPhoneProcess(`ws://127.0.0.1:${edge.server.ports.ws}`, e);
+    const { child } = phone;
     children.push(child);
-    let pings = 0;
-    createInterface({ input: child.stdout! }).on('line', (l) => {
-      if ((JSON.parse(l) as { event: string }).event === 'ping') pings++;
-    });
     await edge.waitForEndpoint(e, (v) => v.sip_registered === 'true', 10_000);
     // While it answers, it stays: quiet for well over 2 × the ping interval.
     await sleep(3 * WS_PING_S * 1000);
     expect((await edge.endpoint(e)).sip_registered).toBe('true');
-    expect(pings).toBeGreaterThanOrEqual(2);
+    expect(phone.count('ping')).toBeGreaterThanOrEqual(2);
     expect(await metric(edge, 'sip_connections_open', { transport: 'ws' })).toBe(1);
 
     child.kill('SIGSTOP');

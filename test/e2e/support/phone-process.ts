@@ -1,0 +1,37 @@
+/**
+ * Runs test/e2e/support/sipjs-phone.mjs (SIP.js in Node on library defaults) as a
+ * process of its own, registering endpoint `e` over `server` (ws://…), and collects
+ * the events it reports. The caller stops it by its PID (`child.kill`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { ROOT } from '../../helpers/server-process.js';
+import type { Endpoint } from './edge.js';
+
+const PHONE = fileURLToPath(new URL('./sipjs-phone.mjs', import.meta.url));
+
+export interface PhoneEvent {
+  event: 'state' | 'message' | 'ping' | 'disconnect';
+  state?: string;
+  body?: string;
+}
+
+export interface PhoneProcess {
+  child: ChildProcess;
+  /** Every event so far, in order. */
+  events: PhoneEvent[];
+  /** How many events of one kind so far. */
+  count(kind: PhoneEvent['event']): number;
+}
+
+export function startPhoneProcess(server: string, e: Endpoint): PhoneProcess {
+  const child = spawn(process.execPath, [PHONE], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, SERVER: server, USERNAME: e.username, DOMAIN: e.account.sipDomain, PASSWORD: e.password },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const events: PhoneEvent[] = [];
+  createInterface({ input: child.stdout! }).on('line', (l) => events.push(JSON.parse(l) as PhoneEvent));
+  return { child, events, count: (kind) => events.filter((x) => x.event === kind).length };
+}
