@@ -153,9 +153,9 @@ describe('dead peers on flows that carry a binding', () => {
     }
   }, 30_000);
 
-  it.concurrent('a flow whose bindings end (expired, or removed by Expires 0) is cut once quiet for SIP_IDLE_TIMEOUT after that', async () => {
+  it.concurrent('a flow whose bindings end (expired, or removed by Expires 0) is cut once quiet for SIP_IDLE_TIMEOUT after that (TCP, TLS, WS)', async () => {
     // A server of its own, so that the other tests' connection counts stay exact.
-    const edge = await startEdge({ SIP_IDLE_TIMEOUT: String(IDLE_S), SIP_PING_INTERVAL: String(PING_S), SIP_MIN_EXPIRES: '1', SIP_TLS_PORT: 'off', SIP_WSS_PORT: 'off' });
+    const edge = await startEdge({ SIP_IDLE_TIMEOUT: String(IDLE_S), SIP_PING_INTERVAL: String(PING_S), SIP_MIN_EXPIRES: '1', SIP_WSS_PORT: 'off' });
     try {
       const account = await edge.newAccount();
       const e = await edge.newEndpoint(account, 'lapsing');
@@ -179,6 +179,10 @@ describe('dead peers on flows that carry a binding', () => {
       const b = await wsConn(`ws://127.0.0.1:${edge.server.ports.ws}`);
       const bDone = closedAt((cb) => b.ws.once('close', cb), Date.now(), 12_000);
       expect((await registerWithAuth(b, { ...reg, transport: 'WS', viaHost: b.localHost, callId: randomBytes(8).toString('hex'), expires: 2, contacts: contact(b.localHost, 9, 'ws', 2) })).final.status).toBe(200);
+      // TLS, Expires 2: the same.
+      const d = await streamConn('127.0.0.1', edge.server.ports.tls as number, true);
+      const dDone = closedAt((cb) => d.raw.once('close', cb), Date.now(), 12_000);
+      expect((await registerWithAuth(d, { ...reg, transport: 'TLS', viaHost: d.localHost, callId: randomBytes(8).toString('hex'), expires: 2, contacts: contact(d.localHost, d.localPort, 'tls', 4) })).final.status).toBe(200);
       // TCP, Expires 3600 then Expires 0 on the same flow: SIP_IDLE_TIMEOUT from the unregister.
       const c = await streamConn('127.0.0.1', edge.server.ports.tcp as number, false);
       const callId = randomBytes(8).toString('hex');
@@ -187,9 +191,9 @@ describe('dead peers on flows that carry a binding', () => {
       expect((await registerWithAuth(c, { ...cSpec, expires: 0, cseq: 3 })).final.status).toBe(200);
       const cDone = closedAt((cb) => c.raw.once('close', cb), Date.now(), 12_000);
 
-      const [ta, tb, tc] = await Promise.all([aDone, bDone, cDone]);
-      console.log(`flows whose bindings ended, SIP_IDLE_TIMEOUT ${IDLE_S} s: TCP expired after 2 s cut at ${ta} ms, WS expired after 2 s cut at ${tb} ms, TCP unregistered cut ${tc} ms after the unregister`);
-      for (const t of [ta, tb]) {
+      const [ta, tb, tc, td] = await Promise.all([aDone, bDone, cDone, dDone]);
+      console.log(`flows whose bindings ended, SIP_IDLE_TIMEOUT ${IDLE_S} s: expired after 2 s, cut at ${ta} ms (TCP), ${tb} ms (WS), ${td} ms (TLS); TCP unregistered, cut ${tc} ms after the unregister`);
+      for (const t of [ta, tb, td]) {
         expect(t).not.toBeNull();
         expect(t as number).toBeGreaterThan((2 + IDLE_S) * 1000 - 1000);
         expect(t as number).toBeLessThan((2 + IDLE_S) * 1000 + 1500);
