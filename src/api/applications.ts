@@ -67,9 +67,10 @@ const FIXED_FIELDS = {
   resource_uri: 'cannot be set',
 } as const;
 
+/** Unknown query parameters are ignored on lists (docs/api.md "Lists"). */
 const listQuery = {
   type: 'object',
-  additionalProperties: false,
+  additionalProperties: true,
   properties: {
     limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
     offset: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },

@@ -104,9 +104,13 @@ const updateBody = {
   },
 } as const;
 
+/**
+ * List filters. Unknown query parameters are ignored (docs/api.md "Lists"): a
+ * cache-buster such as `_=1700000000` must not turn a list into a 400.
+ */
 const listQuery = {
   type: 'object',
-  additionalProperties: false,
+  additionalProperties: true,
   properties: {
     limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
     offset: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },
@@ -118,8 +122,50 @@ const listQuery = {
     application_id__exact: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
     application_id__isnull: { type: 'boolean' },
     sub_account: { type: 'string', maxLength: 64 },
+    // An addition to the spec: who is online (docs/api.md "Lists").
+    sip_registered: { type: 'string', enum: ['true', 'false'] },
   },
 } as const;
+
+const UPDATABLE = Object.keys(updateBody.properties);
+
+/** Endpoints walked per batch when a list filters on live registration state. */
+const REGISTRATION_FILTER_BATCH = 500;
+
+/**
+ * A list filtered on `sip_registered`: the state is live (in the location
+ * store), not in the directory, so the account's endpoints that pass the other
+ * filters are walked in batches with one lookupMany each, and only the page is
+ * kept — O(endpoints of the account), like the substring filters (docs/api.md).
+ */
+async function listByRegistration(
+  ctx: ApiContext,
+  c: Customer,
+  query: EndpointQuery,
+  registered: boolean,
+  page: { limit: number; offset: number },
+): Promise<{ result: { total: number; items: EndpointRecord[] }; live: Map<string, Binding[]> }> {
+  const items: EndpointRecord[] = [];
+  const live = new Map<string, Binding[]>();
+  let total = 0;
+  for (let offset = 0; ; offset += REGISTRATION_FILTER_BATCH) {
+    const batch = await ctx.directory.listEndpoints(c.account.authId, query, { limit: REGISTRATION_FILTER_BATCH, offset });
+    const aors = batch.items.map((e) => endpointAor(c, e));
+    const state = await ctx.location.lookupMany(aors);
+    batch.items.forEach((e, i) => {
+      const key = aorKey(aors[i] as Aor);
+      const bindings = state.get(key) ?? [];
+      if ((bindings.length > 0) !== registered) return;
+      if (total >= page.offset && items.length < page.limit) {
+        items.push(e);
+        live.set(key, bindings);
+      }
+      total++;
+    });
+    if (batch.items.length < REGISTRATION_FILTER_BATCH) break;
+  }
+  return { result: { total, items }, live };
+}
 
 const params = {
   type: 'object',
@@ -208,8 +254,12 @@ function endpointView(
   bindings: Binding[],
   detail: boolean,
 ): Record<string, unknown> {
-  // Stores return bindings most recently refreshed first: that one speaks for the endpoint.
+  // Stores return bindings most recently refreshed first: that one gives contact and
+  // user agent; the endpoint stays registered until the last of them lapses
+  // (docs/api.md "Registration state").
   const b = bindings[0];
+  let until = 0;
+  for (const x of bindings) if (x.expiresAt > until) until = x.expiresAt;
   const view: Record<string, unknown> = {
     endpoint_id: e.endpointId,
     username: e.username,
@@ -217,7 +267,7 @@ function endpointView(
     sip_uri: sipUri(c, e.username),
     sip_registered: b ? 'true' : 'false',
     sip_contact: b ? contactHostPort(b.uri) : null,
-    sip_expires: b ? iso(b.expiresAt) : null,
+    sip_expires: b ? iso(until) : null,
     sip_user_agent: b ? b.userAgent : null,
     application: app
       ? detail
@@ -415,27 +465,32 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
       appIdIsNull: optBool(q, 'application_id__isnull'),
       subAccount: optString(q, 'sub_account'),
     };
+    const registered = q.sip_registered === 'true' ? true : q.sip_registered === 'false' ? false : undefined;
     let result: { total: number; items: EndpointRecord[] } = { total: 0, items: [] };
+    let live: Map<string, Binding[]> | null = null;
     // A sub-account sees only its own endpoints; asking for another's yields none.
-    if (c.subAccount) {
-      if (query.subAccount === undefined || query.subAccount === c.subAccount.authId) {
-        result = await ctx.directory.listEndpoints(c.account.authId, { ...query, subAccount: c.subAccount.authId }, page);
-      }
-    } else {
-      result = await ctx.directory.listEndpoints(c.account.authId, query, page);
+    const visible = c.subAccount
+      ? query.subAccount === undefined || query.subAccount === c.subAccount.authId
+        ? { ...query, subAccount: c.subAccount.authId }
+        : null
+      : query;
+    if (visible && registered !== undefined) {
+      ({ result, live } = await listByRegistration(ctx, c, visible, registered, page));
+    } else if (visible) {
+      result = await ctx.directory.listEndpoints(c.account.authId, visible, page);
     }
 
     // One round trip for the live state of the whole page, and one (only when some
     // endpoint has an application) for the page's applications; both at once.
     const aors = result.items.map((e) => endpointAor(c, e));
     const appIds = [...new Set(result.items.map((e) => e.appId).filter((id): id is string => id !== null))];
-    const [live, apps] = await Promise.all([
-      ctx.location.lookupMany(aors),
+    const [state, apps] = await Promise.all([
+      live ?? ctx.location.lookupMany(aors),
       appIds.length > 0 ? ctx.directory.getApplications(c.account.authId, appIds) : new Map<string, ApplicationRecord>(),
     ]);
     const pathAuthId = req.principal?.authId ?? c.account.authId;
     const objects = result.items.map((e, i) =>
-      endpointView(c, pathAuthId, e, e.appId ? apps.get(e.appId) ?? null : null, live.get(aorKey(aors[i] as Aor)) ?? [], false),
+      endpointView(c, pathAuthId, e, e.appId ? apps.get(e.appId) ?? null : null, state.get(aorKey(aors[i] as Aor)) ?? [], false),
     );
     return {
       api_id: req.id,
@@ -465,6 +520,10 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
     if (!e) throw notFoundNoBody();
 
     const body = bodyObject(req);
+    if (Object.keys(body).length === 0) {
+      // No body, an empty one, or `{}`: nothing to change is a mistake worth naming.
+      throw badRequest({ body: `names no field to change (updatable: ${UPDATABLE.join(', ')})` });
+    }
     const details = validationDetails(req, LOCKED_FIELDS);
     const appId = await checkApplication(ctx, c, body, e.subAccount, details);
     if (Object.keys(details).length > 0) throw badRequest(details);

@@ -12,7 +12,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Ajv } from 'ajv';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
@@ -146,8 +146,9 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     bodyLimit: BODY_LIMIT,
     exposeHeadRoutes: false,
     routerOptions: { ignoreTrailingSlash: true },
-    // One access-log line per request (below) instead of fastify's two.
-    disableRequestLogging: true,
+    // One access-log line per request (below) instead of fastify's two (the
+    // logController form: the top-level disableRequestLogging is deprecated, FSTDEP023).
+    logController: new LogController({ disableRequestLogging: true }),
   });
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
@@ -176,8 +177,22 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     startedAt: new Date().toISOString(),
   };
 
-  // JSON only (DESIGN.md: a body that is not application/json is 415).
+  // JSON only (docs/api.md: a body that is not application/json is 415).
   app.removeContentTypeParser('text/plain');
+  // An empty body sent with `Content-Type: application/json` is no body (many SDKs
+  // send the header on every request; the spec requires it only with a body): a
+  // DELETE goes through, an update names what is missing. Anything else is parsed
+  // by fastify's own JSON parser (prototype-poisoning checks included).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') {
+      done(null, undefined);
+      return;
+    }
+    json(req, text, done);
+  });
 
   const routes: RegisteredRoute[] = [];
   app.decorate('apiRoutes', routes);

@@ -321,10 +321,11 @@ export function accountSipDomain(authId: string, sipDomain: string): string {
 
 /** Whether an endpoint satisfies every filter of `q` (shared by both directories). */
 export function endpointMatches(e: EndpointRecord, q: EndpointQuery): boolean {
-  if (q.usernameExact !== undefined && e.username !== q.usernameExact) return false;
+  // Exact matches compare as usernames are unique: ignoring case (docs/api.md "Lists").
+  if (q.usernameExact !== undefined && e.username.toLowerCase() !== q.usernameExact.toLowerCase()) return false;
   if (q.usernameContains !== undefined && !e.username.includes(q.usernameContains)) return false;
   if (q.usernameStartswith !== undefined && !e.username.startsWith(q.usernameStartswith)) return false;
-  if (q.aliasExact !== undefined && e.alias !== q.aliasExact) return false;
+  if (q.aliasExact !== undefined && e.alias.toLowerCase() !== q.aliasExact.toLowerCase()) return false;
   if (q.aliasContains !== undefined && !e.alias.includes(q.aliasContains)) return false;
   if (q.appIdExact !== undefined && e.appId !== q.appIdExact) return false;
   if (q.appIdIsNull !== undefined && (e.appId === null) !== q.appIdIsNull) return false;
