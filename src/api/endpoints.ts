@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { computeHa1 } from '../auth/digest.js';
 import type { ApplicationRecord, EndpointQuery, EndpointRecord } from '../store/directory.js';
 import { newNumericId } from '../store/directory.js';
+import type { EndpointCredential } from '../store/credentials.js';
 import type { Aor, Binding } from '../store/location-store.js';
 import { aorKey } from '../store/location-store.js';
 import { ApiError, badRequest, conflict, describedPattern, endpointNotFound, notFoundNoBody, type Details } from './errors.js';
@@ -328,13 +329,53 @@ async function checkApplication(
   return id;
 }
 
-function credentialFor(c: Customer, endpointId: string, username: string, password: string) {
+function credentialFor(c: Customer, endpointId: string, username: string, password: string, disabled: boolean): EndpointCredential {
   const realm = c.account.sipDomain;
-  return {
+  const cred: EndpointCredential = {
     endpointId,
     ha1Md5: computeHa1('MD5', username, realm, password),
     ha1Sha256: computeHa1('SHA-256', username, realm, password),
   };
+  if (disabled) cred.disabled = true;
+  return cred;
+}
+
+/** Whether endpoints of this owner may be online: the account and, for a sub-account's, the sub-account enabled. */
+async function ownerDisabled(ctx: ApiContext, c: Customer, subAccount: string | null): Promise<boolean> {
+  if (!c.account.enabled) return true;
+  if (subAccount === null) return false;
+  const s = await ctx.directory.getSubAccount(c.account.authId, subAccount);
+  return s !== null && !s.enabled;
+}
+
+/**
+ * A sub-account was disabled or enabled: its endpoints' credentials carry the
+ * flag the registrar checks (403 while disabled), and disabling unregisters their
+ * devices at once and closes their flows (README "Disabled accounts").
+ */
+export async function setSubAccountEndpointsDisabled(
+  ctx: ApiContext,
+  c: Customer,
+  subAuthId: string,
+  disabled: boolean,
+  req: FastifyRequest,
+): Promise<number> {
+  let n = 0;
+  for (let offset = 0; ; offset += 100) {
+    const page = await ctx.directory.listEndpoints(c.account.authId, { subAccount: subAuthId }, { limit: 100, offset });
+    for (const e of page.items) {
+      const aor = endpointAor(c, e);
+      const cred = await ctx.credentials.get(aor.domain, e.username);
+      if (cred && (cred.disabled === true) !== disabled) {
+        const next: EndpointCredential = { endpointId: cred.endpointId, ha1Md5: cred.ha1Md5, ha1Sha256: cred.ha1Sha256 };
+        if (disabled) next.disabled = true;
+        await ctx.credentials.put(aor.domain, e.username, next);
+      }
+      if (disabled) await dropBindings(ctx, aor, req);
+      n++;
+    }
+    if (page.items.length < 100) return n;
+  }
 }
 
 /** Unregister an endpoint's devices at once (password change, delete). */
@@ -429,7 +470,12 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
         if (rec === null) throw new ApiError(503, 'service_unavailable', 'Could not allocate an endpoint id; retry.');
 
         try {
-          await ctx.credentials.put(c.account.sipDomain, username, credentialFor(c, rec.endpointId, username, password));
+          const disabled = await ownerDisabled(ctx, c, owner);
+          await ctx.credentials.put(c.account.sipDomain, username, credentialFor(c, rec.endpointId, username, password, disabled));
+          // A sub-account disabled while this one was being written: the flag must not be lost.
+          if (!disabled && (await ownerDisabled(ctx, c, owner))) {
+            await ctx.credentials.put(c.account.sipDomain, username, credentialFor(c, rec.endpointId, username, password, true));
+          }
         } catch (err) {
           // No endpoint without a credential: undo, and free the username.
           await ctx.directory.deleteEndpoint(c.account.authId, rec.endpointId, { retire: false }).catch(() => undefined);
@@ -533,7 +579,8 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
     if (password !== undefined) {
       // The new credential first: a REGISTER refresh arriving after the bindings
       // are dropped must already meet the new password.
-      await ctx.credentials.put(aor.domain, e.username, credentialFor(c, e.endpointId, e.username, password));
+      const disabled = await ownerDisabled(ctx, c, e.subAccount);
+      await ctx.credentials.put(aor.domain, e.username, credentialFor(c, e.endpointId, e.username, password, disabled));
     }
     const r = await ctx.directory.updateEndpoint(c.account.authId, id, {
       alias: optString(body, 'alias'),

@@ -10,7 +10,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory.js';
-import { deleteSubAccountEndpoints } from './endpoints.js';
+import { deleteSubAccountEndpoints, setSubAccountEndpointsDisabled } from './endpoints.js';
 import { ApiError, badRequest, conflict, notFound } from './errors.js';
 import { bodyObject, customerOf, isoNow, optBool, optString, pageOf, queryObject, validationDetails, type ApiContext } from './context.js';
 
@@ -138,7 +138,8 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
   app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
     const c = customerOf(req);
     const { sub_auth_id: id } = req.params as { sub_auth_id: string };
-    if (!(await ctx.directory.getSubAccount(c.account.authId, id))) throw missing();
+    const before = await ctx.directory.getSubAccount(c.account.authId, id);
+    if (!before) throw missing();
     const details = validationDetails(req, FIXED_FIELDS);
     if (Object.keys(details).length > 0) throw badRequest(details);
     const body = bodyObject(req);
@@ -152,6 +153,12 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
       updatedAt: isoNow(),
     });
     if (!s) throw missing();
+    // Disabled means offline: its endpoints' REGISTERs get 403 and their devices are unregistered now.
+    const enabled = optBool(body, 'enabled');
+    if (enabled !== undefined && enabled !== before.enabled) {
+      const n = await setSubAccountEndpointsDisabled(ctx, c, id, !enabled, req);
+      req.log.info({ subAccount: id, enabled, endpoints: n }, enabled ? 'sub-account enabled' : 'sub-account disabled');
+    }
     await reply.code(202).send();
   });
 

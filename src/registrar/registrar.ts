@@ -81,6 +81,13 @@ export class Registrar {
       return { status: 401, reason: 'Unauthorized', headers: auth.headers };
     }
 
+    // An endpoint of a disabled account or sub-account is offline: it proved its
+    // password, so it is told why (README "Disabled accounts"); nothing is written.
+    if (auth.credential.disabled) {
+      this.opts.onOutcome?.('rejected', flow.transport);
+      throw new SipError(403, 'Forbidden', 'REG_DISABLED', [['Warning', '399 sip-edge "account disabled"']]);
+    }
+
     const now = this.now();
     const stream = flow.connId !== null;
     const pathValues = getListValues(req, 'path');

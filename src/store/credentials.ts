@@ -11,6 +11,12 @@ export interface EndpointCredential {
   ha1Md5: string;
   /** hex SHA-256(username:realm:password) */
   ha1Sha256: string;
+  /**
+   * The endpoint's account or sub-account is disabled: the password still
+   * verifies, but the registrar answers 403 and writes no binding (README
+   * "Disabled accounts"). Kept here so an honest REGISTER still costs one read.
+   */
+  disabled?: boolean;
 }
 
 export interface CredentialStore {

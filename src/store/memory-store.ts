@@ -206,9 +206,11 @@ export class MemoryCredentialStore implements CredentialStore {
       m = new Map();
       this.#byDomain.set(domain, m);
     }
-    // Copy the three fields only, so the caller's object (or extra properties on
+    // Copy the known fields only, so the caller's object (or extra properties on
     // it, such as a plaintext password) is never retained.
-    m.set(user, { endpointId: cred.endpointId, ha1Md5: cred.ha1Md5, ha1Sha256: cred.ha1Sha256 });
+    const copy: EndpointCredential = { endpointId: cred.endpointId, ha1Md5: cred.ha1Md5, ha1Sha256: cred.ha1Sha256 };
+    if (cred.disabled) copy.disabled = true;
+    m.set(user, copy);
   }
 
   async delete(domain: string, user: string): Promise<void> {

@@ -231,12 +231,16 @@ export interface Received {
  */
 export class TestUa {
   readonly requests: SipRequest[] = [];
+  /** Every response received, in order. */
+  readonly responses: SipResponse[] = [];
   private readonly socket: dgram.Socket;
   private waiters: Array<{ match: (m: SipMessage) => boolean; resolve: (m: SipMessage) => void }> = [];
   private cseq = 1;
   port = 0;
   /** Status for incoming INVITEs (200 answers with SDP). */
   answerStatus = 200;
+  /** Expires of {@link register}, seconds. */
+  expires = 600;
   /** The dialog of the last answered call placed with `keep`. */
   lastDialog: TestDialog | null = null;
 
@@ -273,6 +277,7 @@ export class TestUa {
     const p = parseMessage(data);
     if (!p.ok) return;
     const m = p.msg;
+    if (m.kind === 'response') this.responses.push(m);
     const w = this.waiters.find((x) => x.match(m));
     if (w) {
       this.waiters = this.waiters.filter((x) => x !== w);
@@ -331,7 +336,7 @@ export class TestUa {
         `Call-ID: ${callId}`,
         `CSeq: ${this.cseq++} REGISTER`,
         `Contact: <sip:${this.user}@127.0.0.1:${this.port}>`,
-        'Expires: 600',
+        `Expires: ${this.expires}`,
         ...(auth ? [`Authorization: ${auth}`] : []),
         'Content-Length: 0',
         '',
