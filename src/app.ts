@@ -5,6 +5,7 @@ import type { Logger } from './logger.js';
 import { NonceManager } from './auth/nonce.js';
 import { DigestAuthenticator } from './auth/authenticator.js';
 import { Registrar } from './registrar/registrar.js';
+import { Gruus } from './registrar/gruu.js';
 import { SipRouter, type RequestHandler } from './core/router.js';
 import { CachedCredentialStore } from './store/credential-cache.js';
 import { RedisEvents } from './store/redis-events.js';
@@ -111,6 +112,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     md5OnlyUserAgents: config.digestMd5OnlyUserAgents,
     guard: hardening.guard,
   });
+  // GRUUs (RFC 5627) must open on every node that may receive a request for one: keyed like nonces.
+  const gruus = new Gruus(config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32));
   const registrar = new Registrar({
     store: location,
     auth,
@@ -130,12 +133,13 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       if (flow.connId) transports.get(flow.transport)?.holdFlow?.(flow.connId, until);
     },
     flowTimer: config.pingInterval,
+    gruus,
   });
 
   const handlers = new Map<string, RequestHandler>([
     ['REGISTER', (ctx) => registrar.handle(ctx)],
     // OPTIONS is the keep-alive and capability probe of phones and monitors (RFC 3261 §11.2).
-    ['OPTIONS', async () => ({ status: 200, reason: 'OK', headers: [['Accept', 'application/sdp'], ['Supported', 'path, outbound']] })],
+    ['OPTIONS', async () => ({ status: 200, reason: 'OK', headers: [['Accept', 'application/sdp'], ['Supported', 'path, outbound, gruu']] })],
   ]);
   // The bound on pending requests; REGISTER needs the store and gets 503 at once while it is down.
   for (const [method, h] of handlers) handlers.set(method, hardening.gate.wrap(h, method === 'REGISTER'));
@@ -154,6 +158,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     limiter,
     // Flow tokens must verify on every node that may receive the in-dialog request: keyed like nonces.
     tokens: new FlowTokens(config.nonceSecret ? Buffer.from(`flow-token:${config.nonceSecret}`) : randomBytes(32)),
+    gruus,
     sipDomain: config.sipDomain,
     nodeId: config.nodeId,
     outboundGatewayUri: config.outboundGatewayUri,

@@ -22,6 +22,7 @@ import type { CallLimiter } from './call-limiter.js';
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
+import type { Gruus } from '../registrar/gruu.js';
 import { offersVideo } from './sdp.js';
 import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
 
@@ -37,6 +38,8 @@ export interface ProxyOptions {
   sipDomain: string;
   /** This process (bindings of stream flows are reachable only from the node that holds the connection). */
   nodeId: string;
+  /** Reads GRUUs in Request-URIs (RFC 5627): a request to one reaches that device only. */
+  gruus?: Gruus;
   /** Where calls to telephone numbers go (Config.outboundGatewayUri); null → 503. */
   outboundGatewayUri: string | null;
   /** Where calls to applications go (Config.appServerUri); null → 503. */
@@ -63,9 +66,15 @@ const WARN_AGENT = 'sip-edge';
 
 /** A routable target after lookups. */
 type Target =
-  | { kind: 'endpoint'; domain: string; user: string; authId: string; endpoint: EndpointRecord; same: boolean }
+  | { kind: 'endpoint'; domain: string; user: string; authId: string; endpoint: EndpointRecord; same: boolean; device: Device | null }
   | { kind: 'phone'; number: string }
   | { kind: 'app'; authId: string; appId: string };
+
+/** One device of an endpoint named by a GRUU: its instance, and for a temporary GRUU the registration's Call-ID. */
+interface Device {
+  instance: string;
+  callId: string | null;
+}
 
 /** Who placed an out-of-dialog request (after digest authentication). */
 interface Caller {
@@ -245,7 +254,14 @@ export class SipProxy implements RequestProcessor {
     const asserted = `<sip:${caller.user}@${caller.domain}>`;
     const extra: Array<[string, string]> = [];
     if (target.kind === 'endpoint') {
-      const bindings = await this.opts.location.lookup({ domain: target.domain, user: target.user });
+      let bindings = await this.opts.location.lookup({ domain: target.domain, user: target.user });
+      const device = target.device;
+      if (device) {
+        // RFC 5627 §5.5: a GRUU reaches the bindings of that instance only; a temporary
+        // one only while the registration that minted it (its Call-ID) lives.
+        bindings = bindings.filter((b) => b.instanceId === device.instance && (device.callId === null || b.callId === device.callId));
+        if (bindings.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_GRUU_GONE');
+      }
       for (const b of bindings) {
         const dest = this.bindingDestination(b);
         if (dest) legs.push({ uri: b.uri, dest, path: b.path });
@@ -326,8 +342,13 @@ export class SipProxy implements RequestProcessor {
 
   /** Request-URI → target: an endpoint (404 when none), an application of the caller's account, a number. */
   private async resolve(req: SipRequest, caller: Caller): Promise<Target> {
-    const uri = parseUri(req.uri);
+    let uri = parseUri(req.uri);
     if (!uri) throw new SipError(416, 'Unsupported URI Scheme', 'PROXY_BAD_URI');
+    const gruu = this.opts.gruus?.parse(uri) ?? null;
+    if (gruu === 'invalid') throw new SipError(404, 'Not Found', 'PROXY_BAD_GRUU');
+    // A temporary GRUU hides the user: target the endpoint it names (the URI's host is its account domain).
+    if (gruu?.kind === 'temp') uri = { ...uri, user: gruu.user };
+    const device: Device | null = gruu ? { instance: gruu.instance, callId: gruu.kind === 'temp' ? gruu.callId : null } : null;
     const t = parseTarget(uri, { sipDomain: this.opts.sipDomain, callerDomain: caller.domain, isOwnHost: (u) => this.opts.layer.isOwnUri(u) });
     switch (t.kind) {
       case 'phone':
@@ -343,7 +364,7 @@ export class SipProxy implements RequestProcessor {
         const cred = await this.opts.credentials.get(t.domain, t.user);
         const endpoint = cred ? await this.opts.directory.getEndpoint(t.authId, cred.endpointId) : null;
         if (endpoint) {
-          return { kind: 'endpoint', domain: t.domain, user: t.user, authId: t.authId, endpoint, same: t.domain === caller.domain };
+          return { kind: 'endpoint', domain: t.domain, user: t.user, authId: t.authId, endpoint, same: t.domain === caller.domain, device };
         }
         // A number dialled in the account's domain (`+14155550100@acme…`) goes to the gateway.
         const n = phoneNumber(t.user);

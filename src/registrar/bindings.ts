@@ -145,12 +145,15 @@ function paramsKey(params: Map<string, string | null>): string {
  * The Contact header values of a 200 OK (RFC 3261 §10.3 step 8): every current
  * binding, each as it was sent, with `expires` set to its remaining seconds.
  */
-export function contactsForReply(bindings: readonly Binding[], now: number): string[] {
-  return bindings.map((b) => withExpires(b.contact, Math.max(0, Math.round((b.expiresAt - now) / 1000))));
+export function contactsForReply(bindings: readonly Binding[], now: number, extra?: (b: Binding) => string[]): string[] {
+  return bindings.map((b) => withExpires(b.contact, Math.max(0, Math.round((b.expiresAt - now) / 1000)), extra?.(b)));
 }
 
+/** Contact parameters the registrar sets itself: what the client sent under these names is replaced. */
+const OWN_PARAMS = /^(expires|pub-gruu|temp-gruu)\s*(=|$)/i;
+
 /** Replace or append the header parameter `expires` of a Contact value, keeping the rest as sent. */
-export function withExpires(contact: string, seconds: number): string {
+export function withExpires(contact: string, seconds: number, extra: readonly string[] = []): string {
   // Header params start after the '>' closing a name-addr (display names and
   // quoted param values may hold '<', '>' and ';'), or after the URI of an addr-spec.
   let i = 0;
@@ -168,8 +171,8 @@ export function withExpires(contact: string, seconds: number): string {
     } else if (c === ';') break;
   }
   const cut = angle >= 0 ? angle + 1 : i;
-  const params = splitParams(contact.slice(cut)).filter((p) => !/^expires\s*(=|$)/i.test(p));
-  params.push(`expires=${seconds}`);
+  const params = splitParams(contact.slice(cut)).filter((p) => !OWN_PARAMS.test(p));
+  params.push(`expires=${seconds}`, ...extra);
   return `${contact.slice(0, cut)};${params.join(';')}`;
 }
 

@@ -7,6 +7,7 @@ import type { IncomingRequest } from '../core/incoming.js';
 import type { Flow } from '../transport/types.js';
 import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location-store.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
+import { wantsGruu, type Gruus } from './gruu.js';
 
 /** A reply the router turns into a response to the request. */
 export interface Reply {
@@ -34,6 +35,8 @@ export interface RegistrarOptions {
   onFlowHeld?: (flow: Flow, until: number) => void;
   /** Flow-Timer (RFC 5626 §5.4) of 200 OKs to outbound clients over stream flows, seconds; 0 = none. */
   flowTimer?: number;
+  /** GRUUs (RFC 5627) for clients that ask for them; absent = none given. */
+  gruus?: Gruus;
 }
 
 export type RegisterOutcome = 'registered' | 'unregistered' | 'queried' | 'challenged' | 'rejected' | 'error';
@@ -139,7 +142,16 @@ export class Registrar {
 
     // Step 8: 200 OK with every current binding and its remaining time.
     const headers: Array<[string, string]> = [];
-    for (const c of contactsForReply(bindings, now)) headers.push(['Contact', c]);
+    const gruus = this.opts.gruus;
+    // RFC 5627 §5.4: each Contact with a +sip.instance gets its public and a new temporary GRUU.
+    const gruuParams =
+      gruus && wantsGruu(getListValues(req, 'supported'))
+        ? (b: Binding): string[] =>
+            b.instanceId === null
+              ? []
+              : [`pub-gruu="${gruus.pub(aor.domain, aor.user, b.instanceId)}"`, `temp-gruu="${gruus.temp(aor.domain, aor.user, b.instanceId, b.callId)}"`]
+        : undefined;
+    for (const c of contactsForReply(bindings, now, gruuParams)) headers.push(['Contact', c]);
     const first = bindings[0];
     if (first?.path && supports(req, 'path')) headers.push(['Path', first.path]);
     if (bindings.some((b) => b.regId !== null && b.connId === flow.connId) && supports(req, 'outbound')) {

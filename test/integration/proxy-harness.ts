@@ -48,6 +48,8 @@ export interface Edge {
   newApplication(a: Account): Promise<string>;
   /** Polls the API until the endpoint has `n` live bindings. */
   waitBindings(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
+  /** Polls the API until the endpoint has at most `n` live bindings. */
+  waitBindingsAtMost(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,16 @@ export async function startEdge(env: Record<string, string> = {}): Promise<Edge>
     return text ? (JSON.parse(text) as Record<string, unknown>) : {};
   };
   const as = (a: Account) => ({ id: a.authId, token: a.authToken });
+  const waitCount = async (e: Endpoint, ok: (count: number) => boolean, want: string, timeoutMs: number): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const v = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account));
+      const count = Array.isArray(v.sip_registrations) ? v.sip_registrations.length : v.sip_registered === 'true' ? 1 : 0;
+      if (ok(count)) return;
+      if (Date.now() > deadline) throw new Error(`${e.username}: ${count} bindings, expected ${want}`);
+      await sleep(50);
+    }
+  };
   let accounts = 0;
   return {
     server,
@@ -92,16 +104,8 @@ export async function startEdge(env: Record<string, string> = {}): Promise<Edge>
       const r = await call('POST', `/api/v1/Account/${a.authId}/Application/`, as(a), { app_name: 'ivr', answer_url: 'https://app.example.test/answer' });
       return String(r.app_id);
     },
-    async waitBindings(e, n, timeoutMs = 5000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const v = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account));
-        const count = Array.isArray(v.sip_registrations) ? v.sip_registrations.length : v.sip_registered === 'true' ? 1 : 0;
-        if (count >= n) return;
-        if (Date.now() > deadline) throw new Error(`${e.username}: ${count} bindings, expected ${n}`);
-        await sleep(50);
-      }
-    },
+    waitBindings: (e, n, timeoutMs = 5000) => waitCount(e, (c) => c >= n, `${n}`, timeoutMs),
+    waitBindingsAtMost: (e, n, timeoutMs = 5000) => waitCount(e, (c) => c <= n, `at most ${n}`, timeoutMs),
     stop: () => server.stop().then(() => undefined),
   };
 }

@@ -12,9 +12,12 @@ import type { Endpoint } from './edge.js';
 const PHONE = fileURLToPath(new URL('./sipjs-phone.mjs', import.meta.url));
 
 export interface PhoneEvent {
-  event: 'state' | 'message' | 'ping' | 'disconnect';
+  event: 'state' | 'message' | 'ping' | 'disconnect' | 'gruu' | 'invite';
   state?: string;
   body?: string;
+  uri?: string;
+  pub?: string;
+  temp?: string | null;
 }
 
 export interface PhoneProcess {
@@ -25,10 +28,10 @@ export interface PhoneProcess {
   count(kind: PhoneEvent['event']): number;
 }
 
-export function startPhoneProcess(server: string, e: Endpoint): PhoneProcess {
+export function startPhoneProcess(server: string, e: Endpoint, opts: { gruu?: boolean } = {}): PhoneProcess {
   const child = spawn(process.execPath, [PHONE], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, SERVER: server, USERNAME: e.username, DOMAIN: e.account.sipDomain, PASSWORD: e.password },
+    env: { PATH: process.env.PATH, SERVER: server, USERNAME: e.username, DOMAIN: e.account.sipDomain, PASSWORD: e.password, GRUU: opts.gruu ? '1' : '0' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const events: PhoneEvent[] = [];

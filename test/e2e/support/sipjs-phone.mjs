@@ -5,11 +5,14 @@
  * the Registerer's default expiry. It registers, answers every MESSAGE with 200,
  * and writes one JSON line per event on stdout:
  *   {"event":"state","state":"Registered"}   registerer state changes
- *   {"event":"message","body":"…"}           a MESSAGE arrived (and was accepted)
+ *   {"event":"message","body":"…","uri":"…"} a MESSAGE arrived (and was accepted)
+ *   {"event":"gruu","pub":"…","temp":"…"}    GRUUs given with the registration (RFC 5627)
+ *   {"event":"invite","uri":"…"}             an INVITE arrived (declined with 486: no media in Node)
  *   {"event":"ping"}                         a WebSocket ping arrived (`ws` answers it)
  *   {"event":"disconnect"}                   the WebSocket closed
- * Configured by SERVER (ws://…), USERNAME, DOMAIN, PASSWORD. SIGTERM stops it.
+ * Configured by SERVER (ws://…), USERNAME, DOMAIN, PASSWORD, and GRUU=1 to ask for GRUUs. SIGTERM stops it.
  */
+import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { Registerer, UserAgent } from 'sip.js';
 
@@ -33,14 +36,26 @@ const ua = new UserAgent({
   logLevel: 'error',
   delegate: {
     onMessage: (m) => {
-      out({ event: 'message', body: m.request.body });
+      out({ event: 'message', body: m.request.body, uri: m.request.ruri.toString() });
       void m.accept();
+    },
+    // No media in Node: an INVITE is reported and declined with 486 (the ring is what tests look at).
+    onInvite: (inv) => {
+      out({ event: 'invite', uri: inv.request.ruri.toString() });
+      void inv.reject({ statusCode: 486 });
     },
     onDisconnect: () => out({ event: 'disconnect' }),
   },
 });
-const registerer = new Registerer(ua);
-registerer.stateChange.addListener((state) => out({ event: 'state', state }));
+// SIP.js always sends `Supported: gruu` on REGISTER; GRUU=1 adds the `+sip.instance`
+// (and reg-id) that RFC 5627 §4.1 needs for the registrar to hand out GRUUs.
+const registerer = new Registerer(ua, process.env.GRUU === '1' ? { regId: 1, instanceId: randomUUID() } : {});
+registerer.stateChange.addListener((state) => {
+  out({ event: 'state', state });
+  // GRUUs (RFC 5627) the registrar gave this device, when it gave any.
+  const { pubGruu, tempGruu } = ua.contact;
+  if (state === 'Registered' && pubGruu) out({ event: 'gruu', pub: pubGruu.toString(), temp: tempGruu ? tempGruu.toString() : null });
+});
 process.on('SIGTERM', () => {
   void Promise.race([ua.stop(), new Promise((r) => setTimeout(r, 500))]).then(() => process.exit(0));
 });
