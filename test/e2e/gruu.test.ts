@@ -80,7 +80,7 @@ describe('GRUU (RFC 5627) with SIP.js phones', () => {
     expect(got(laptop, 'invite').length).toBe(0);
 
     // A temporary GRUU that does not open (tampered) names nothing.
-    const tampered = lg.temp.replace(/tgruu\.(.)/, (_m, c: string) => `tgruu.${c === 'A' ? 'B' : 'A'}`);
+    const tampered = lg.temp.replace(/tgruu\.(.{10})(.)/, (_m, head: string, c: string) => `tgruu.${head}${c === 'A' ? 'B' : 'A'}`);
     expect((await caller.call('MESSAGE', tampered)).status).toBe(404);
 
     // The laptop unregisters (SIP.js unregisters on stop): its temporary and public GRUUs reach nobody.
