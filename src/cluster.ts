@@ -38,6 +38,24 @@ const WORKER_ANSWER_MS = 1500;
 /** How long a worker waits for the primary's node-wide answer. */
 const NODE_ANSWER_MS = 3000;
 
+/** Listener → its Config field and environment variable. */
+const PORT_ENV = [
+  ['udp', 'udpPort'],
+  ['tcp', 'tcpPort'],
+  ['tls', 'tlsPort'],
+  ['ws', 'wsPort'],
+  ['wss', 'wssPort'],
+  ['http', 'httpPort'],
+] as const;
+const ENV_NAME: Record<keyof PortsLine, string> = {
+  udp: 'SIP_UDP_PORT',
+  tcp: 'SIP_TCP_PORT',
+  tls: 'SIP_TLS_PORT',
+  ws: 'SIP_WS_PORT',
+  wss: 'SIP_WSS_PORT',
+  http: 'HTTP_PORT',
+};
+
 /** IPC between a worker and the primary for node-wide /metrics and /readyz (docs/workers.md). */
 type QueryKind = 'metrics' | 'ready';
 interface NodeQuery { type: 'sip-edge:node-query'; id: number; kind: QueryKind }
@@ -103,8 +121,14 @@ export function runPrimary(config: Readonly<Config>, log: Logger, onListening: (
     restarts: () => restarts,
   });
 
+  // Ports configured as 0 (tests): the workers share node:cluster's handle for
+  // "port 0" while any of them lives; when every worker is dead that handle is gone,
+  // so the next ones are given the ports actually bound, and the node keeps its ports.
+  const learned: Record<string, string> = {};
+  let portEnv: Record<string, string> = {};
   const fork = (slot: number): void => {
-    const w = cluster.fork({ ...env, NODE_ID: `${config.nodeId}-${slot}` });
+    if (!slots.some((x) => x.worker !== null)) portEnv = { ...learned };
+    const w = cluster.fork({ ...env, ...portEnv, NODE_ID: `${config.nodeId}-${slot}` });
     const s = slots[slot];
     s.worker = w;
     s.listening = false;
@@ -121,6 +145,7 @@ export function runPrimary(config: Readonly<Config>, log: Logger, onListening: (
       }
       if (!isListening(m)) return;
       s.listening = true;
+      for (const [name, key] of PORT_ENV) if (config[key] === 0 && m.ports[name] !== null) learned[ENV_NAME[name]] = String(m.ports[name]);
       if (pickUdpPortFirst && env.SIP_UDP_PORT === undefined && m.ports.udp !== null) {
         env.SIP_UDP_PORT = String(m.ports.udp);
         for (let i = 1; i < config.workers; i++) fork(i);
