@@ -7,7 +7,8 @@
 // under the runtime running this script (Node 20: one shared socket) for comparison.
 //
 //   node bench/workers.mjs [--node=test/.tmp/node-lts/bin/node] [--rates=1000,2000,…] [--step=8]
-//                          [--warm=5] [--users=10000] [--contrast] [--nice=-10] [--no-build]
+//                          [--warm=5] [--users=10000] [--sources=call|process] [--contrast]
+//                          [--nice=-10] [--no-build]
 //
 // Writes bench/results/<date>-<time>-workers.{md,json}. Never part of `npm test`.
 import { execFileSync, execSync } from 'node:child_process';
@@ -41,10 +42,15 @@ const opts = {
   nice: Number(option('nice', '-10')),
   build: option('build', '1') === '1',
   retry: Number(option('retry', '1')),
+  // call: SIPp opens one UDP socket per call (`-t un`), so the load comes from many source
+  // ports as from many phones; process: one socket per SIPp process (`-t u1`, 2 sources in all,
+  // which SO_REUSEPORT may both hash onto the same worker).
+  sources: option('sources', 'call'),
 };
+const sippTransport = opts.sources === 'process' ? 'u1' : 'un';
 
 const nodeVersion = (bin) => execFileSync(bin, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
-if (!existsSync(opts.node)) {
+if (!existsSync(opts.node) && !option('report', '')) {
   process.stderr.write(`no LTS node at ${opts.node}: run test/setup.sh (or pass --node=/path/to/node)\n`);
   process.exit(2);
 }
@@ -100,10 +106,10 @@ const summary = (r) => ({
 async function ladder({ name, target, files, preload, redisPid, tmp }) {
   const steps = [];
   let retries = opts.retry;
-  if (opts.warmS > 0) await runStep({ root: ROOT, dir: join(tmp, 'steps', `${name}-warm`), target, transport: 'udp', rate: 2000, seconds: opts.warmS, files, preload, extraPids: [redisPid] });
+  if (opts.warmS > 0) await runStep({ sippTransport, root: ROOT, dir: join(tmp, 'steps', `${name}-warm`), target, transport: 'udp', rate: 2000, seconds: opts.warmS, files, preload, extraPids: [redisPid] });
   for (let i = 0; i < opts.rates.length; i++) {
     const rate = opts.rates[i];
-    const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${name}-${rate}`), target, transport: 'udp', rate, seconds: opts.stepS, files, preload, extraPids: [redisPid] });
+    const r = await runStep({ sippTransport, root: ROOT, dir: join(tmp, 'steps', `${name}-${rate}`), target, transport: 'udp', rate, seconds: opts.stepS, files, preload, extraPids: [redisPid] });
     steps.push(summary(r));
     log(`${name} ${rate}/s: achieved ${r.achieved.toFixed(0)}/s ok ${r.ok}/${r.planned} failed ${r.failed} retrans ${r.retrans} p50 ${r.p50?.toFixed(2)} p99 ${r.p99?.toFixed(2)} ms server ${r.serverCpu.toFixed(0)}% sipp ${r.sippCpu.toFixed(0)}% redis ${(r.otherCpu[0] ?? 0).toFixed(0)}% other jobs ${r.foreignCpu.toFixed(0)}% → ${r.sustained ? 'sustained' : 'NOT sustained'}`);
     if (!r.sustained) {
@@ -123,13 +129,21 @@ async function ladder({ name, target, files, preload, redisPid, tmp }) {
 
 async function checkStep({ name, target, files, preload, redisPid, tmp, rate }) {
   const dir = join(tmp, 'steps', `${name}-check-${rate}`);
-  const r = await runStep({ root: ROOT, dir, target, transport: 'udp', rate, seconds: opts.stepS, files, preload, extraPids: [redisPid] });
+  const r = await runStep({ sippTransport, root: ROOT, dir, target, transport: 'udp', rate, seconds: opts.stepS, files, preload, extraPids: [redisPid] });
   const causes = failureCauses(dir);
   log(`${name} check at ${rate}/s: ok ${r.ok}/${r.planned} failed ${r.failed} ${JSON.stringify(causes)} retrans ${r.retrans} → ${r.sustained ? 'sustained' : 'NOT sustained'}`);
   return { ...summary(r), causes };
 }
 
 async function main() {
+  // --report=<results json>: render that run's Markdown again (after a change to the report).
+  const again = option('report', '');
+  if (again) {
+    const md = report(JSON.parse(readFileSync(again, 'utf8')));
+    writeFileSync(again.replace(/\.json$/, '.md'), md);
+    process.stdout.write(md);
+    return;
+  }
   const stamp = new Date().toISOString().replace(/:\d\d\.\d+Z$/, '').replace(':', '');
   const tmp = join(ROOT, 'bench/.tmp', `workers-${stamp}`);
   rmSync(tmp, { recursive: true, force: true });
@@ -165,7 +179,7 @@ async function main() {
     if (opts.contrast && res.ladders[1].top > 0) {
       const name = `edge-redis-2w-node${process.versions.node.split('.')[0]}`;
       await withEdge({ name, node: process.execPath, workers: 2, redis, users, tmp }, async ({ target, files, udpMode }) => {
-        await runStep({ root: ROOT, dir: join(tmp, 'steps', `${name}-warm`), target, transport: 'udp', rate: 2000, seconds: opts.warmS, files, preload, extraPids: [redis.pid] });
+        await runStep({ sippTransport, root: ROOT, dir: join(tmp, 'steps', `${name}-warm`), target, transport: 'udp', rate: 2000, seconds: opts.warmS, files, preload, extraPids: [redis.pid] });
         res.contrast = { node: process.versions.node, udpMode, ...(await checkStep({ name, target, files, preload, redisPid: redis.pid, tmp, rate: res.ladders[1].top })) };
       });
     }
@@ -201,7 +215,8 @@ function report(r) {
       `(harness Node ${m.harnessNode}), SIPp ${m.sipp}, Redis ${m.redis}; SIPp, the edge and Redis share the cores. ` +
       `Load average at start ${m.loadavgAtStart.join(' / ')}, at end ${m.loadavgAtEnd.join(' / ')} (other jobs on the machine). ` +
       `Run took ${n(m.seconds)} s; ${r.opts.stepS} s steps, ${n(r.opts.users)} endpoints, two SIPp processes at half the rate each ` +
-      `(REGISTER → 401 → REGISTER with digest → 200 = one registration).`,
+      `(REGISTER → 401 → REGISTER with digest → 200 = one registration), ` +
+      (r.opts.sources === 'process' ? 'each SIPp from one UDP socket (`-t u1`).' : 'each call from its own UDP socket (`-t un`: many source ports, as from many phones).'),
     '',
   );
   out.push('| edge on Redis, UDP | UDP sockets | highest sustained registrations/s | CPU of other jobs during its steps, median |', '|---|---|---:|---:|');
@@ -216,7 +231,7 @@ function report(r) {
     const causes = Object.entries(c.causes).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
     out.push(
       `At the 1-worker top (${n(c.rate)}/s) on the 2-worker edge: ${n(c.ok)} of ${n(c.planned)} registrations succeeded, ` +
-        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; p50 ${c.p50?.toFixed(2)} ms, p99 ${c.p99?.toFixed(2)} ms.`,
+        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; p50 ${c.p50?.toFixed(2)} ms, p99 ${c.p99?.toFixed(2)} ms; edge CPU ${c.serverCpu} %.`,
       '',
     );
   }
@@ -225,7 +240,7 @@ function report(r) {
     const causes = Object.entries(c.causes).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
     out.push(
       `Contrast, the same step with 2 workers on Node ${c.node} (${c.udpMode} UDP socket): ${n(c.ok)} of ${n(c.planned)} succeeded, ` +
-        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions.`,
+        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; edge CPU ${c.serverCpu} %.`,
       '',
     );
   }
@@ -233,13 +248,14 @@ function report(r) {
   for (const w of [1, 2]) {
     const l = r.ladders[w];
     if (!l) continue;
-    out.push(`### SIP_WORKERS=${w}`, '', '| target/s | achieved/s | ok | failed | retrans | p50 ms | p99 ms | edge CPU % | SIPp CPU % | Redis CPU % | other jobs CPU % | |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+    out.push(`### SIP_WORKERS=${w}`, '', '| target/s | achieved/s | ok | failed | retrans | p50 ms | p99 ms | edge CPU % | edge µs/registration | SIPp CPU % | Redis CPU % | other jobs CPU % | |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
     for (const s of l.steps) {
-      out.push(`| ${n(s.rate)} | ${n(s.achieved)} | ${n(s.ok)} | ${n(s.failed)} | ${n(s.retrans)} | ${s.p50?.toFixed(2)} | ${s.p99?.toFixed(2)} | ${s.serverCpu} | ${s.sippCpu} | ${s.redisCpu} | ${s.otherJobsCpu} | ${s.sustained ? 'sustained' : 'not sustained'}${s.retried ? ', retried' : ''} |`);
+      const us = s.achieved ? Math.round((s.serverCpu / 100) * 1e6 / s.achieved) : 0;
+      out.push(`| ${n(s.rate)} | ${n(s.achieved)} | ${n(s.ok)} | ${n(s.failed)} | ${n(s.retrans)} | ${s.p50?.toFixed(2)} | ${s.p99?.toFixed(2)} | ${s.serverCpu} | ${us} | ${s.sippCpu} | ${s.redisCpu} | ${s.otherJobsCpu} | ${s.sustained ? 'sustained' : 'not sustained'}${s.retried ? ', retried' : ''} |`);
     }
     out.push('');
   }
-  out.push(`Reproduce: \`node bench/workers.mjs${r.opts.contrast ? ' --contrast' : ''}\` (after \`test/setup.sh\`, which installs the LTS node).`, '');
+  out.push(`Reproduce: \`node bench/workers.mjs${r.opts.contrast ? ' --contrast' : ''}${r.opts.sources === 'process' ? ' --sources=process' : ''}\` (after \`test/setup.sh\`, which installs the LTS node).`, '');
   return out.join('\n');
 }
 
