@@ -33,6 +33,8 @@ const RESTART_MAX_DELAY_MS = 30_000;
 /** A worker that ran this long before dying restarts at once again (its streak is over). */
 const STABLE_AFTER_MS = 10_000;
 const SHUTDOWN_DEADLINE_MS = 4800;
+/** Workers that die before the node first listened: this many and the primary exits (code 1). */
+const MAX_FAILED_STARTS = 3;
 /** How long the primary waits for each worker's part of a node-wide answer. */
 const WORKER_ANSWER_MS = 1500;
 /** How long a worker waits for the primary's node-wide answer. */
@@ -113,6 +115,7 @@ export function runPrimary(config: Readonly<Config>, log: Logger, onListening: (
   let stopping = false;
   let announced = false;
   let restarts = 0;
+  let failedStarts = 0;
   const slots: Slot[] = [];
   const bySlot = new Map<number, number>(); // worker id → slot index
   const registry = primaryRegistry({
@@ -165,9 +168,20 @@ export function runPrimary(config: Readonly<Config>, log: Logger, onListening: (
     bySlot.delete(w.id);
     if (slot === undefined) return;
     const s = slots[slot];
+    const wasListening = s.listening;
     s.worker = null;
     s.listening = false;
     if (stopping) return;
+    // A node that never came up (a port taken, the store unreachable at start) does not
+    // retry for ever: the operator sees the primary exit. Once it has served, it stays.
+    if (!announced && !wasListening && ++failedStarts >= MAX_FAILED_STARTS) {
+      log.fatal({ pid: w.process.pid, code, signal, slot, failedStarts }, 'workers fail to start; exiting');
+      stopping = true;
+      for (const x of slots) if (x.restart) clearTimeout(x.restart);
+      for (const x of Object.values(cluster.workers ?? {})) x?.process.kill('SIGKILL');
+      log.flush?.();
+      process.exit(1);
+    }
     s.streak = Date.now() - s.forkedAt < STABLE_AFTER_MS ? s.streak + 1 : 0;
     const delayMs = Math.min(RESTART_DELAY_MS * 2 ** Math.max(0, s.streak - 1), RESTART_MAX_DELAY_MS);
     log.error({ pid: w.process.pid, code, signal, slot, delayMs }, 'worker died; starting another');

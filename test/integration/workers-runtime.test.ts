@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
+import { createServer, type Server } from 'node:net';
+import { runServerUntilStopped, startServer, type ServerProcess } from '../helpers/server-process.js';
 import { endpoints, provision, redisStores } from '../helpers/provision.js';
 import { parseResponse, registerMessage, registerWithAuth, streamConn, udpConn, type SipConn } from '../helpers/sip-client.js';
 import { currentRuntime, ltsRuntime, type Runtime } from '../helpers/runtimes.js';
@@ -268,5 +269,30 @@ describe('UDP with SIP_WORKERS=2 under the LTS runtime: one worker per source', 
     }
     // The kernel spread the sources over both workers.
     expect(workersSeen.size).toBe(2);
+  });
+});
+
+describe('SIP_WORKERS=2 whose workers cannot start', () => {
+  let redis: RedisServerHandle;
+  let taken: Server;
+  beforeAll(async () => {
+    redis = await startRedis();
+    taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+  });
+  afterAll(async () => {
+    await new Promise((r) => taken?.close(r));
+    await redis?.stop();
+  });
+
+  it('exits with code 1 after three failed starts instead of retrying for ever (HTTP port taken)', async () => {
+    const port = (taken.address() as { port: number }).port;
+    const r = await runServerUntilStopped(
+      { REDIS_URL: redis.url, SIP_WORKERS: '2', SIP_UDP_PORT: '0', SIP_TCP_PORT: '0', SIP_TLS_PORT: 'off', SIP_WS_PORT: 'off', SIP_WSS_PORT: 'off', HTTP_PORT: String(port) },
+      20_000,
+    );
+    expect(r.code).toBe(1);
+    expect(r.output).toMatch(/"msg":"workers fail to start; exiting"/);
+    expect(r.output).not.toMatch(/"msg":"listening"/);
   });
 });
