@@ -231,7 +231,7 @@ function report(r) {
     const causes = Object.entries(c.causes).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
     out.push(
       `At the 1-worker top (${n(c.rate)}/s) on the 2-worker edge: ${n(c.ok)} of ${n(c.planned)} registrations succeeded, ` +
-        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; p50 ${c.p50?.toFixed(2)} ms, p99 ${c.p99?.toFixed(2)} ms; edge CPU ${c.serverCpu} %.`,
+        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; p50 ${c.p50?.toFixed(2)} ms, p99 ${c.p99?.toFixed(2)} ms; edge CPU ${c.serverCpu} %, other jobs ${c.otherJobsCpu} %.`,
       '',
     );
   }
@@ -240,7 +240,7 @@ function report(r) {
     const causes = Object.entries(c.causes).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
     out.push(
       `Contrast, the same step with 2 workers on Node ${c.node} (${c.udpMode} UDP socket): ${n(c.ok)} of ${n(c.planned)} succeeded, ` +
-        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; edge CPU ${c.serverCpu} %.`,
+        `${n(c.failed)} failed (by cause: ${causes}), ${n(c.retrans)} retransmissions; edge CPU ${c.serverCpu} %, other jobs ${c.otherJobsCpu} %.`,
       '',
     );
   }
