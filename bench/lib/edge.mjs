@@ -8,11 +8,12 @@ export const PARTNER_TOKEN = 'bench-partner-token-0123456789';
 /**
  * Start the edge. `store`: 'redis' (needs redisUrl) or 'memory'.
  * `listeners`: which SIP listeners to open on free ports; the others are off.
+ * `node`: the runtime binary (default: the one running the bench).
  */
-export async function startEdge({ root, tmp, name, store, redisUrl, listeners = ['udp', 'tcp'], nodeArgs = [], env = {}, logLevel }) {
+export async function startEdge({ root, tmp, name, store, redisUrl, listeners = ['udp', 'tcp'], nodeArgs = [], env = {}, logLevel, node = process.execPath }) {
   const port = (t) => (listeners.includes(t) ? '0' : 'off');
   const logFile = join(tmp, `${name}.log`);
-  const child = start(process.execPath, [...nodeArgs, join(root, 'dist/main.js')], {
+  const child = start(node, [...nodeArgs, join(root, 'dist/main.js')], {
     cwd: root,
     logFile,
     env: {

@@ -75,7 +75,7 @@ export function percentile(sorted, p) {
  * against `target` ({ports:{udp,tcp}, pid, cpuTree}) using the injection `files`
  * (one per SIPp process). Returns the step's measurements.
  */
-export async function runStep({ root, dir, target, transport, rate, seconds, files, scenario = 'register.xml', preload, extraPids = [], cooldownMs = 5000 }) {
+export async function runStep({ root, dir, target, transport, rate, seconds, files, scenario = 'register.xml', preload, extraPids = [], cooldownMs = 5000, sippTransport }) {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const n = files.length;
@@ -101,7 +101,8 @@ export async function runStep({ root, dir, target, transport, rate, seconds, fil
       `127.0.0.1:${target.ports[transport]}`,
       '-sf', join(root, 'bench/sipp', scenario),
       '-inf', files[i],
-      '-t', transport === 'udp' ? 'u1' : 't1',
+      // u1/t1: one socket per SIPp process; `sippTransport: 'un'`: one UDP socket (source port) per call.
+      '-t', sippTransport ?? (transport === 'udp' ? 'u1' : 't1'),
       '-i', '127.0.0.1',
       '-p', String(localPorts[i]),
       // SIPp's default socket buffers are 64 KiB: bursts at high rates would be dropped there.
@@ -117,6 +118,8 @@ export async function runStep({ root, dir, target, transport, rate, seconds, fil
       '-timeout', String(seconds + 40),
       '-max_recv_loops', '10000',
       '-max_sched_loops', '10000',
+      // One socket per call needs a cap under the open-files limit (SIPp refuses to start otherwise).
+      ...(sippTransport === 'un' ? ['-max_socket', '8000'] : []),
     ];
     procs.push(start('sipp', args, { cwd: d, env, logFile: join(d, 'sipp.out') }));
   }

@@ -1,7 +1,34 @@
+import cluster from 'node:cluster';
 import dgram from 'node:dgram';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Logger } from '../logger.js';
 import { normalizeAddress, type BoundAddress, type Flow, type MessageSink, type Transport } from './types.js';
+
+/**
+ * How the workers of a multi-process edge (SIP_WORKERS > 1) receive UDP
+ * (README "Operating it", docs/workers.md):
+ * - `reuseport`: each worker binds its own socket to the port with SO_REUSEPORT
+ *   (dgram `reusePort`, Node ≥ 22.12 / ≥ 23.1 on Linux and FreeBSD); the kernel
+ *   hashes the 4-tuple, so every datagram of one source address and port reaches
+ *   the same worker (as long as the set of workers does not change) and only that
+ *   worker wakes.
+ * - `shared`: one socket opened by the primary and handed to every worker
+ *   (node:cluster's default; Node 20): every datagram wakes all workers, and a
+ *   retransmission may be read by another worker than the original.
+ */
+export type UdpWorkerMode = 'reuseport' | 'shared';
+
+/** True when this runtime's dgram has `reusePort` (Node 22.12+, 23.1+) and the OS has SO_REUSEPORT for it. */
+export function dgramHasReusePort(versions: string = process.versions.node, platform: string = process.platform): boolean {
+  const [major, minor] = versions.split('.').map((n) => Number.parseInt(n, 10));
+  const version = major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
+  return version && (platform === 'linux' || platform === 'freebsd');
+}
+
+/** The UDP mode workers use on this runtime. */
+export function udpWorkerMode(): UdpWorkerMode {
+  return dgramHasReusePort() ? 'reuseport' : 'shared';
+}
 
 /** SIP over UDP: one datagram is one message (RFC 3261 §18.1.1, §18.2.1). */
 export class UdpTransport implements Transport {
@@ -22,13 +49,18 @@ export class UdpTransport implements Transport {
   }
 
   start(): Promise<BoundAddress> {
-    const socket = dgram.createSocket({
+    // Only a cluster worker joins a SO_REUSEPORT group: a single process keeps the
+    // port to itself (a second server on the same port fails with EADDRINUSE).
+    const mode: UdpWorkerMode | null = cluster.isWorker ? udpWorkerMode() : null;
+    const options: dgram.SocketOptions & { reusePort?: boolean } = {
       type: this.dualStack ? 'udp6' : 'udp4',
       ipv6Only: false,
       reuseAddr: false,
       recvBufferSize: 4 * 1024 * 1024,
       sendBufferSize: 4 * 1024 * 1024,
-    });
+    };
+    if (mode === 'reuseport') options.reusePort = true;
+    const socket = dgram.createSocket(options);
     this.socket = socket;
     socket.on('message', (data, rinfo) => {
       if (data.length > this.maxMessageSize || data.length === 0) return;
@@ -46,10 +78,12 @@ export class UdpTransport implements Transport {
     socket.on('error', (err) => this.log.warn({ err }, 'udp socket error'));
     return new Promise((resolve, reject) => {
       socket.once('error', reject);
-      socket.bind(this.port, this.host, () => {
+      // `exclusive: true` (also implied by `reusePort`): the worker's own socket, not the primary's.
+      socket.bind({ port: this.port, address: this.host, exclusive: mode === 'reuseport' }, () => {
         socket.off('error', reject);
         const a = socket.address();
         this.local = { address: a.address, port: a.port };
+        if (mode) this.log.info({ udpMode: mode, port: a.port, pid: process.pid }, `udp socket of this worker: ${mode}`);
         resolve(this.local);
       });
     });

@@ -29,9 +29,10 @@ export interface ServerProcess {
 /**
  * Starts the real server (`node dist/main.js`, built by `npm test`'s pretest)
  * with every port 0 unless given, and waits for its `listening` log line.
+ * `node`: the runtime binary (default: the one running the tests; see test/helpers/runtimes.ts).
  */
-export async function startServer(env: Record<string, string> = {}, timeoutMs = 15_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [MAIN], {
+export async function startServer(env: Record<string, string> = {}, timeoutMs = 15_000, node = process.execPath): Promise<ServerProcess> {
+  const child = spawn(node, [MAIN], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
