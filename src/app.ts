@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import type { Config } from './config.js';
+import { redisTarget, type Config } from './config.js';
+import { createRedisClient, type RedisClient } from './store/redis-client.js';
 import type { Logger } from './logger.js';
 import { NonceManager } from './auth/nonce.js';
 import { DigestAuthenticator } from './auth/authenticator.js';
@@ -57,13 +57,15 @@ export interface App {
  * small interfaces, wired only here).
  */
 export function createApp(config: Readonly<Config>, log: Logger): App {
-  let redis: Redis | null = null;
+  let redis: RedisClient | null = null;
   let location: LocationStore;
   let credentials: CredentialStore;
   let directory: Directory;
   let events: RedisEvents | null = null;
-  if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, {
+  const target = redisTarget(config);
+  if (target) {
+    // One client for a single server, a Sentinel-watched master, or a Cluster (README "Storage").
+    redis = createRedisClient(target, {
       ...REDIS_STORE_CLIENT_OPTIONS,
       // Fail fast while Redis is away (REGISTER answers 503) and reconnect quickly when it is back.
       enableOfflineQueue: false,

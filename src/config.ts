@@ -1,3 +1,4 @@
+import type { RedisTarget } from './store/redis-client.js';
 import { readFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -48,8 +49,14 @@ export interface Config {
   clampMinExpires: boolean;
   /** Most bindings one endpoint may hold. @default 10 */
   maxContacts: number;
-  /** Unset → the embedded in-memory store. */
+  /** Unset (and no cluster or sentinels) → the embedded in-memory store. */
   redisUrl: string | null;
+  /** Seed nodes of a Redis Cluster, instead of REDIS_URL (`redis://h:p,redis://h:p,…`). */
+  redisClusterNodes: string[] | null;
+  /** Sentinels watching the master, instead of REDIS_URL (`h:p,h:p,…`); needs redisSentinelName. */
+  redisSentinels: Array<{ host: string; port: number }> | null;
+  /** The master name the sentinels know (`REDIS_SENTINEL_NAME`). */
+  redisSentinelName: string | null;
   /**
    * Processes sharing the listeners (node:cluster); more than 1 needs REDIS_URL.
    * `auto` = one per CPU. @default 1
@@ -179,6 +186,9 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   clampMinExpires: false,
   maxContacts: 10,
   redisUrl: null,
+  redisClusterNodes: null,
+  redisSentinels: null,
+  redisSentinelName: null,
   workers: 1,
   tlsCertFile: null,
   tlsKeyFile: null,
@@ -235,6 +245,9 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_CLAMP_MIN_EXPIRES', 'clampMinExpires', bool],
   ['SIP_MAX_CONTACTS', 'maxContacts', int(1, 1000)],
   ['REDIS_URL', 'redisUrl', redisUrl],
+  ['REDIS_CLUSTER_NODES', 'redisClusterNodes', redisUrlList],
+  ['REDIS_SENTINELS', 'redisSentinels', hostPortList],
+  ['REDIS_SENTINEL_NAME', 'redisSentinelName', optStr],
   ['SIP_WORKERS', 'workers', workerCount],
   ['TLS_CERT_FILE', 'tlsCertFile', file],
   ['TLS_KEY_FILE', 'tlsKeyFile', file],
@@ -357,6 +370,27 @@ function redisUrl(v: string, name: string): string | null {
   if (t === '') return null;
   if (!/^rediss?:\/\//.test(t)) throw new ConfigError(`${name} must start with redis:// or rediss://`);
   return t;
+}
+function redisUrlList(v: string, name: string): string[] | null {
+  const parts = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (parts.length === 0) return null;
+  for (const p of parts) {
+    if (!/^rediss?:\/\/[^/]+:\d+\/?$/.test(p)) throw new ConfigError(`${name}: each node must be redis://host:port (got "${p.replace(/\/\/[^@]*@/, '//…@')}")`);
+  }
+  return parts;
+}
+function hostPortList(v: string, name: string): Array<{ host: string; port: number }> | null {
+  const parts = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (parts.length === 0) return null;
+  return parts.map((p) => {
+    const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(p);
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new ConfigError(`${name}: each sentinel must be host:port (got "${p}")`);
+    return { host: m[1] as string, port: Number(m[2]) };
+  });
+}
+function optStr(v: string): string | null {
+  const t = v.trim();
+  return t === '' ? null : t;
 }
 function file(v: string, name: string): string {
   if (!existsSync(v)) throw new ConfigError(`${name}: file not found: ${v}`);
@@ -489,8 +523,11 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     );
   }
 
-  if (cfg.workers > 1 && !cfg.redisUrl) {
-    throw new ConfigError('SIP_WORKERS > 1 needs REDIS_URL: the embedded store lives inside one process');
+  const ways = [cfg.redisUrl, cfg.redisClusterNodes, cfg.redisSentinels].filter((x) => x !== null).length;
+  if (ways > 1) throw new ConfigError('set one of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINELS, not several');
+  if (cfg.redisSentinels && !cfg.redisSentinelName) throw new ConfigError('REDIS_SENTINELS needs REDIS_SENTINEL_NAME (the master name the sentinels watch)');
+  if (cfg.workers > 1 && ways === 0) {
+    throw new ConfigError('SIP_WORKERS > 1 needs REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS): the embedded store lives inside one process');
   }
   if (cfg.minExpires > cfg.maxExpires) throw new ConfigError('SIP_MIN_EXPIRES must not exceed SIP_MAX_EXPIRES');
   if (cfg.defaultExpires < cfg.minExpires || cfg.defaultExpires > cfg.maxExpires) {
@@ -532,4 +569,12 @@ function deepFreeze<T>(o: T): T {
     Object.freeze(o);
   }
   return o;
+}
+
+/** The Redis of this configuration, or null for the embedded store. */
+export function redisTarget(cfg: Readonly<Config>): RedisTarget | null {
+  if (cfg.redisUrl) return { kind: 'url', url: cfg.redisUrl };
+  if (cfg.redisClusterNodes) return { kind: 'cluster', nodes: cfg.redisClusterNodes };
+  if (cfg.redisSentinels && cfg.redisSentinelName) return { kind: 'sentinel', sentinels: cfg.redisSentinels, name: cfg.redisSentinelName };
+  return null;
 }

@@ -1,4 +1,4 @@
-import { loadConfig } from './config.js';
+import { loadConfig, redisTarget } from './config.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { createApp } from './app.js';
@@ -39,7 +39,7 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  if (!config.redisUrl) log.warn('REDIS_URL not set: embedded in-memory store (one process; bindings and endpoints are lost at exit)');
+  if (!redisTarget(config)) log.warn('REDIS_URL not set: embedded in-memory store (one process; bindings and endpoints are lost at exit)');
 
   const listening = await app.start();
   const ports: PortsLine = {
@@ -112,7 +112,7 @@ function logListening(config: Readonly<Config>, log: Logger, ports: PortsLine, w
     {
       host: config.sipHost,
       ...ports,
-      store: config.redisUrl ? 'redis' : 'memory',
+      store: redisTarget(config)?.kind === 'cluster' ? 'redis-cluster' : redisTarget(config)?.kind === 'sentinel' ? 'redis-sentinel' : redisTarget(config) ? 'redis' : 'memory',
       workers,
       nodeId: config.nodeId,
       pid: process.pid,

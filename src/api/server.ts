@@ -14,7 +14,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Ajv } from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../store/redis-client.js';
 import type { Config } from '../config.js';
 import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -40,7 +40,7 @@ export interface ApiServerDeps {
   credentials: CredentialStore;
   directory: Directory;
   /** When given, rate-limit counters live in Redis and are shared by every node. */
-  redis?: Redis | null;
+  redis?: RedisClient | null;
   /** Called after an endpoint's bindings were removed (password change, delete): close its flows. */
   onEndpointRemoved?: (aor: Aor) => void;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */

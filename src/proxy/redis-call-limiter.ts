@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../store/redis-client.js';
 import { StoreUnavailableError } from '../errors.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, type Admission, type CallLimiter, type CallLimiterOptions, type CallLimits } from './call-limiter.js';
 
@@ -28,7 +28,7 @@ export class RedisCallLimiter implements CallLimiter {
 
   /** `prefix` of every key, as the stores use. @default 'sipedge:' */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     opts: CallLimiterOptions & { prefix?: string } = {},
   ) {
     this.maxMs = opts.maxCallDurationMs ?? DEFAULT_MAX_CALL_DURATION_MS;

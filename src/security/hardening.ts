@@ -5,7 +5,7 @@
  * caps, the password-guessing guard, the bound on pending requests, TLS
  * settings, and the draining state of graceful shutdown.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../store/redis-client.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { MetricSources } from '../metrics.js';
@@ -22,7 +22,7 @@ import { TrustedAddresses } from './trusted-addresses.js';
 
 export interface HardeningDeps {
   /** The shared Redis connection when REDIS_URL is set: auth counters live there. */
-  redis: Redis | null;
+  redis: RedisClient | null;
   /** Notices between the processes sharing that Redis (blocks announced to every node). */
   events?: RedisEvents | null;
   log: Logger;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { redisMasters, type RedisClient } from '../store/redis-client.js';
 import type { AuthFailureStore, FailureLimits, GuardState } from './auth-failure-store.js';
 import type { RedisEvents } from '../store/redis-events.js';
 import { globEscape } from '../store/redis-store.js';
@@ -63,7 +63,7 @@ export class RedisAuthFailureStore implements AuthFailureStore {
 
   /** `events` absent: no announcements, so every check reads Redis. */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix = 'sipedge:',
     private readonly events: RedisEvents | null = null,
   ) {}
@@ -96,20 +96,23 @@ export class RedisAuthFailureStore implements AuthFailureStore {
     const start = this.prefix + 'authfail:{';
     const match = `${globEscape(this.prefix)}authfail:*`;
     try {
-      let cursor = '0';
-      do {
-        const [next, keys] = await this.redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length === 0) continue;
-        const p = this.redis.pipeline();
-        for (const k of keys) p.hget(k, 'until');
-        const replies = (await p.exec()) ?? [];
-        const now = Date.now();
-        keys.forEach((k, i) => {
-          const v = Number(replies[i]?.[1] ?? 0);
-          if (v > now && k.startsWith(start) && k.endsWith('}')) this.#onBlock?.(k.slice(start.length, -1), v);
-        });
-      } while (cursor !== '0' && epoch === this.#epoch);
+      // Every master of a cluster: a SCAN through the cluster client sees one node only.
+      for (const node of redisMasters(this.redis)) {
+        let cursor = '0';
+        do {
+          const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+          cursor = next;
+          if (keys.length === 0) continue;
+          const p = node.pipeline();
+          for (const k of keys) p.hget(k, 'until');
+          const replies = (await p.exec()) ?? [];
+          const now = Date.now();
+          keys.forEach((k, i) => {
+            const v = Number(replies[i]?.[1] ?? 0);
+            if (v > now && k.startsWith(start) && k.endsWith('}')) this.#onBlock?.(k.slice(start.length, -1), v);
+          });
+        } while (cursor !== '0' && epoch === this.#epoch);
+      }
       if (epoch === this.#epoch) this.#loaded = true;
     } catch {
       // Stay incomplete (checks read Redis); the next reset tries again.

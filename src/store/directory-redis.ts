@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import { StoreUnavailableError } from '../errors.js';
 import {
   applyEndpointPatch,
@@ -310,12 +310,12 @@ const score = (iso: string): number => Date.parse(iso);
  * with StoreUnavailableError.
  */
 export class RedisDirectory implements Directory {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly #closeConnection: boolean;
   readonly #scanBatch: number;
 
-  constructor(redis: Redis, opts: RedisDirectoryOptions = {}) {
+  constructor(redis: RedisClient, opts: RedisDirectoryOptions = {}) {
     if (redis.options.keyPrefix) {
       throw new Error('RedisDirectory: do not set the ioredis `keyPrefix` option; pass `prefix` in the options');
     }

@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
@@ -14,17 +15,22 @@ import type { Logger } from '../logger.js';
  * and the new SUBSCRIBE, anything may have changed.
  */
 export class RedisEvents {
-  readonly #sub: Redis;
-  readonly #pub: Redis;
+  readonly #sub: RedisClient;
+  readonly #pub: RedisClient;
   readonly #handlers = new Map<string, (message: string) => void>();
   readonly #resets: Array<() => void> = [];
   #subscribed = false;
   #stopped = false;
 
-  constructor(redis: Redis, private readonly log: Logger, private readonly prefix = 'sipedge:') {
+  constructor(redis: RedisClient, private readonly log: Logger, private readonly prefix = 'sipedge:') {
     this.#pub = redis;
     // Its own connection: a subscribed connection can run no other command.
-    this.#sub = redis.duplicate({ enableAutoPipelining: false, autoResubscribe: false, connectionName: undefined });
+    // On a Cluster, classic pub/sub is broadcast over the cluster bus: one subscription
+    // (on whichever node ioredis picks) hears every publish.
+    this.#sub =
+      redis instanceof Cluster
+        ? redis.duplicate(undefined, { enableAutoPipelining: false, redisOptions: { ...redis.options.redisOptions, connectionName: undefined } })
+        : redis.duplicate({ enableAutoPipelining: false, autoResubscribe: false, connectionName: undefined });
     this.#sub.on('error', (err: Error) => this.log.debug({ err: err.message }, 'redis subscriber error'));
     this.#sub.on('message', (channel: string, message: string) => this.#handlers.get(channel)?.(message));
     this.#sub.on('close', () => this.#lost());

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import { redisMasters, type RedisClient } from './redis-client.js';
 import { StoreUnavailableError } from '../errors.js';
 import {
   aorKey,
@@ -100,7 +101,7 @@ end
 
 -- Keep the binding hash TTL and the account index in step with the latest live
 -- expiry. The TTL is relative to now (PEXPIRE, not PEXPIREAT) so that a skew
--- between the node clock and the Redis clock cannot expire a live binding.
+-- between the node clock and the RedisClient clock cannot expire a live binding.
 local function reindex(hashKey, idxKey, user, now, margin, maxExp)
   if maxExp == nil then
     redis.call('DEL', hashKey)
@@ -389,14 +390,14 @@ export function globEscape(s: string): string {
 
 /** Shared connection handling of both Redis stores. */
 abstract class RedisBacked {
-  protected readonly redis: Redis;
+  protected readonly redis: RedisClient;
   protected readonly prefix: string;
   readonly #closeConnection: boolean;
 
-  constructor(redis: Redis, opts: RedisStoreOptions) {
+  constructor(redis: RedisClient, opts: RedisStoreOptions) {
     if (redis.options.keyPrefix) {
       // SCAN MATCH and our key helpers would disagree with a client-side prefix.
-      throw new Error('Redis stores: do not set the ioredis `keyPrefix` option; pass `prefix` in the store options');
+      throw new Error('RedisClient stores: do not set the ioredis `keyPrefix` option; pass `prefix` in the store options');
     }
     this.redis = redis;
     this.prefix = opts.prefix ?? DEFAULT_REDIS_PREFIX;
@@ -463,7 +464,7 @@ export class RedisLocationStore extends RedisBacked implements LocationStore {
   readonly #ttlMarginMs: number;
   readonly #pingTimeoutMs: number;
 
-  constructor(redis: Redis, opts: RedisStoreOptions = {}) {
+  constructor(redis: RedisClient, opts: RedisStoreOptions = {}) {
     super(redis, opts);
     this.#ttlMarginMs = opts.ttlMarginMs ?? 10_000;
     this.#pingTimeoutMs = opts.pingTimeoutMs ?? 1_000;
@@ -550,21 +551,24 @@ export class RedisLocationStore extends RedisBacked implements LocationStore {
   async countLive(now: number = Date.now()): Promise<Record<SipTransportName, number>> {
     const counts: Record<SipTransportName, number> = { udp: 0, tcp: 0, tls: 0, ws: 0, wss: 0 };
     const match = `${globEscape(this.prefix)}loc:*`;
-    let cursor = '0';
-    do {
-      const [next, keys] = await this.guard('countLive', () => this.redis.scan(cursor, 'MATCH', match, 'COUNT', 500));
-      cursor = next;
-      if (keys.length === 0) continue;
-      const p = this.redis.pipeline();
-      for (const key of keys) p.hvals(key);
-      const replies = await this.guard('countLive', () => p.exec());
-      for (const r of replies ?? []) {
-        const [err, vals] = r;
-        // A key that changed type under us (not ours) is skipped, not fatal.
-        if (err || !Array.isArray(vals)) continue;
-        for (const b of liveSorted(vals, now)) counts[b.transport]++;
-      }
-    } while (cursor !== '0');
+    // Every master of a cluster (a SCAN through the cluster client sees one node only).
+    for (const node of redisMasters(this.redis)) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await this.guard('countLive', () => node.scan(cursor, 'MATCH', match, 'COUNT', 500));
+        cursor = next;
+        if (keys.length === 0) continue;
+        const p = node.pipeline();
+        for (const key of keys) p.hvals(key);
+        const replies = await this.guard('countLive', () => p.exec());
+        for (const r of replies ?? []) {
+          const [err, vals] = r;
+          // A key that changed type under us (not ours) is skipped, not fatal.
+          if (err || !Array.isArray(vals)) continue;
+          for (const b of liveSorted(vals, now)) counts[b.transport]++;
+        }
+      } while (cursor !== '0');
+    }
     return counts;
   }
 
@@ -588,7 +592,7 @@ export class RedisLocationStore extends RedisBacked implements LocationStore {
  * Every Redis failure rejects with {@link StoreUnavailableError}.
  */
 export class RedisCredentialStore extends RedisBacked implements CredentialStore {
-  constructor(redis: Redis, opts: RedisStoreOptions = {}) {
+  constructor(redis: RedisClient, opts: RedisStoreOptions = {}) {
     super(redis, opts);
   }
 

@@ -2,7 +2,7 @@
  * One contract, two stores: MemoryCredentialStore and RedisCredentialStore (on a
  * real redis-server) keep endpoint HA1 credentials identically.
  */
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/errors.js';
 import type { CredentialStore, EndpointCredential } from '../../src/store/credentials.js';
@@ -13,6 +13,8 @@ import {
   redisCredentialKey,
 } from '../../src/store/redis-store.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
+import { createRedisClient } from '../../src/store/redis-client.js';
 import { CachedCredentialStore } from '../../src/store/credential-cache.js';
 import { RedisEvents } from '../../src/store/redis-events.js';
 import { createLogger } from '../../src/logger.js';
@@ -45,7 +47,7 @@ const cred = (id: string): EndpointCredential => ({
 
 let server: RedisServerHandle;
 let admin: Redis;
-const clients: Redis[] = [];
+const clients: Array<Redis | Cluster> = [];
 
 function connect(url: string): Redis {
   const r = new Redis(url, { ...REDIS_STORE_CLIENT_OPTIONS });
@@ -55,15 +57,27 @@ function connect(url: string): Redis {
   return r;
 }
 
+let cluster: RedisClusterHandle;
+let clusterAdmin: Cluster;
+
 beforeAll(async () => {
-  server = await startRedis();
+  [server, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
   admin = connect(server.url);
+  clusterAdmin = connectCluster();
 });
 
 afterAll(async () => {
   for (const c of clients) c.disconnect();
-  await server?.stop();
+  await Promise.all([server?.stop(), cluster?.stop()]);
 });
+
+/** A client of the 3-master cluster, as the server builds it from REDIS_CLUSTER_NODES. */
+function connectCluster(): Cluster {
+  const c = createRedisClient({ kind: 'cluster', nodes: cluster.urls }, { ...REDIS_STORE_CLIENT_OPTIONS }) as Cluster;
+  c.on('error', () => {});
+  clients.push(c);
+  return c;
+}
 
 interface Kind {
   name: string;
@@ -78,6 +92,13 @@ const kinds: Kind[] = [
     create: () => new RedisCredentialStore(connect(server.url), { closeConnection: true }),
     reset: async () => {
       await admin.flushdb();
+    },
+  },
+  {
+    name: 'RedisCredentialStore on a 3-master Redis Cluster',
+    create: () => new RedisCredentialStore(connectCluster(), { closeConnection: true }),
+    reset: async () => {
+      await Promise.all(clusterAdmin.nodes('master').map((n) => n.flushdb()));
     },
   },
   {

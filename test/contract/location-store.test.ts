@@ -4,7 +4,7 @@
  * as the LocationStore interface states them. Redis-only properties (key layout,
  * TTL and index refresh, one round trip per REGISTER, failure → rejection) follow.
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/errors.js';
 import {
@@ -23,6 +23,8 @@ import {
   redisLocationKeys,
 } from '../../src/store/redis-store.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
+import { createRedisClient } from '../../src/store/redis-client.js';
 
 const ALICE: Aor = { domain: 'acme.sip.localhost', user: 'alice' };
 const BOB: Aor = { domain: 'acme.sip.localhost', user: 'bob' };
@@ -75,7 +77,7 @@ const keys = (bs: Binding[]): string[] => bs.map((b) => b.key);
 
 let server: RedisServerHandle;
 let admin: Redis;
-const clients: Redis[] = [];
+const clients: Array<Redis | Cluster> = [];
 const clientErrors: Error[] = [];
 
 function connect(url: string, opts: RedisOptions = {}): Redis {
@@ -85,15 +87,27 @@ function connect(url: string, opts: RedisOptions = {}): Redis {
   return r;
 }
 
+let cluster: RedisClusterHandle;
+let clusterAdmin: Cluster;
+
 beforeAll(async () => {
-  server = await startRedis();
+  [server, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
   admin = connect(server.url);
+  clusterAdmin = connectCluster();
 });
 
 afterAll(async () => {
   for (const c of clients) c.disconnect();
-  await server?.stop();
+  await Promise.all([server?.stop(), cluster?.stop()]);
 });
+
+/** A client of the 3-master cluster, as the server builds it from REDIS_CLUSTER_NODES. */
+function connectCluster(): Cluster {
+  const c = createRedisClient({ kind: 'cluster', nodes: cluster.urls }, { ...REDIS_STORE_CLIENT_OPTIONS }) as Cluster;
+  c.on('error', () => {});
+  clients.push(c);
+  return c;
+}
 
 interface Kind {
   name: string;
@@ -108,6 +122,13 @@ const kinds: Kind[] = [
     create: () => new RedisLocationStore(connect(server.url), { closeConnection: true }),
     reset: async () => {
       await admin.flushdb();
+    },
+  },
+  {
+    name: 'RedisLocationStore on a 3-master Redis Cluster',
+    create: () => new RedisLocationStore(connectCluster(), { closeConnection: true }),
+    reset: async () => {
+      await Promise.all(clusterAdmin.nodes('master').map((n) => n.flushdb()));
     },
   },
 ];
