@@ -2,6 +2,8 @@
  * One contract suite for both directories (MemoryDirectory, RedisDirectory on a
  * real redis-server): the same calls give the same answers.
  */
+import { createRedisClient, type RedisClient } from '../../src/store/redis-client.js';
+import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -140,14 +142,20 @@ describe('directory helpers', () => {
   });
 });
 
-describe.each(['memory', 'redis'] as const)('Directory contract (%s)', (kind) => {
+describe.each(['memory', 'redis', 'redis-cluster'] as const)('Directory contract (%s)', (kind) => {
   let dir: Directory;
-  let redis: Redis | null = null;
+  let redis: RedisClient | null = null;
+  let cluster: RedisClusterHandle | null = null;
   let acct: AccountRecord;
 
   beforeAll(async () => {
     if (kind === 'redis') {
       redis = new Redis((await redisServer()).url);
+      dir = new RedisDirectory(redis);
+    } else if (kind === 'redis-cluster') {
+      // A real 3-master cluster: every key of an account shares its hash tag.
+      cluster = await startRedisCluster();
+      redis = createRedisClient({ kind: 'cluster', nodes: cluster.urls }, {});
       dir = new RedisDirectory(redis);
     } else {
       dir = new MemoryDirectory();
@@ -156,6 +164,7 @@ describe.each(['memory', 'redis'] as const)('Directory contract (%s)', (kind) =>
   afterAll(async () => {
     await dir.close();
     redis?.disconnect();
+    await cluster?.stop();
   });
   beforeEach(async () => {
     acct = account();
@@ -246,7 +255,7 @@ describe.each(['memory', 'redis'] as const)('Directory contract (%s)', (kind) =>
   });
 
   it('scans accounts larger than one batch for substring filters', async () => {
-    if (kind === 'redis') dir = new RedisDirectory(redis as Redis, { scanBatch: 3 });
+    if (redis) dir = new RedisDirectory(redis, { scanBatch: 3 });
     for (let i = 0; i < 10; i++) await dir.createEndpoint(endpoint(acct.authId, `user${i}`, { alias: i % 2 ? 'odd' : 'even' }));
     const r = await dir.listEndpoints(acct.authId, { aliasExact: 'odd' }, { limit: 2, offset: 1 });
     expect(r.total).toBe(5);
