@@ -1,4 +1,4 @@
-import type { RedisTarget } from './store/redis-client.js';
+import type { RedisTarget } from './store/redis/client.js';
 import { readFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';

@@ -4,7 +4,7 @@
  * endpoint of the account registers to.
  */
 import type { FastifyInstance } from 'fastify';
-import type { AccountRecord } from '../store/directory.js';
+import type { AccountRecord } from '../store/directory/directory.js';
 import { customerOf, type ApiContext } from './context.js';
 
 /** The Account object of the spec's table, plus sip_domain, country and resource_uri. */

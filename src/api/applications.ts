@@ -5,7 +5,7 @@
  * holder. Deleting an application detaches it from its endpoints.
  */
 import type { FastifyInstance } from 'fastify';
-import { newNumericId, type ApplicationRecord, type ApplicationSettings } from '../store/directory.js';
+import { newNumericId, type ApplicationRecord, type ApplicationSettings } from '../store/directory/directory.js';
 import { ApiError, badRequest, describedPattern, notFound } from './errors.js';
 import {
   bodyObject,

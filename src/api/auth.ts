@@ -7,7 +7,7 @@
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { PartnerConfig } from '../config.js';
-import { hashToken, tokenMatches, type AccountRecord, type Directory, type SubAccountRecord } from '../store/directory.js';
+import { hashToken, tokenMatches, type AccountRecord, type Directory, type SubAccountRecord } from '../store/directory/directory.js';
 import { forbidden, notFound, unauthorized } from './errors.js';
 
 /** The authenticated caller of a request. */

@@ -9,11 +9,11 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { computeHa1 } from '../auth/digest.js';
-import type { ApplicationRecord, EndpointQuery, EndpointRecord } from '../store/directory.js';
-import { newNumericId } from '../store/directory.js';
-import type { EndpointCredential } from '../store/credentials.js';
-import type { Aor, Binding } from '../store/location-store.js';
-import { aorKey } from '../store/location-store.js';
+import type { ApplicationRecord, EndpointQuery, EndpointRecord } from '../store/directory/directory.js';
+import { newNumericId } from '../store/directory/directory.js';
+import type { EndpointCredential } from '../store/credentials/credentials.js';
+import type { Aor, Binding } from '../store/location/location.js';
+import { aorKey } from '../store/location/location.js';
 import { ApiError, badRequest, conflict, describedPattern, endpointNotFound, notFoundNoBody, type Details } from './errors.js';
 import {
   bodyObject,

@@ -18,7 +18,7 @@
  */
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Directory, IdempotencyRecord } from '../store/directory.js';
+import type { Directory, IdempotencyRecord } from '../store/directory/directory.js';
 import { ApiError, badRequest } from './errors.js';
 import { headerValue } from './auth.js';
 

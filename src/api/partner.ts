@@ -14,7 +14,7 @@
 import { randomBytes, scrypt as scryptCb } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { accountSipDomain, hashToken, newAuthId, newAuthToken, type AccountRecord } from '../store/directory.js';
+import { accountSipDomain, hashToken, newAuthId, newAuthToken, type AccountRecord } from '../store/directory/directory.js';
 import { accountView } from './account.js';
 import { ApiError, badRequest, describedPattern, forbidden } from './errors.js';
 import { bodyObject, isoNow, optString, validationDetails, type ApiContext } from './context.js';

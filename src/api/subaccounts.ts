@@ -9,7 +9,7 @@
  * kyc_calls_blocked true; personal_use rides on the parent's KYC (false).
  */
 import type { FastifyInstance } from 'fastify';
-import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory.js';
+import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory/directory.js';
 import { deleteSubAccountEndpoints, setSubAccountEndpointsDisabled } from './endpoints.js';
 import { ApiError, badRequest, conflict, notFound } from './errors.js';
 import { bodyObject, customerOf, isoNow, optBool, optString, pageOf, queryObject, validationDetails, type ApiContext } from './context.js';

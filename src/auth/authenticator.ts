@@ -1,4 +1,4 @@
-import type { CredentialStore, EndpointCredential } from '../store/credentials.js';
+import type { CredentialStore, EndpointCredential } from '../store/credentials/credentials.js';
 import type { SipRequest, DigestCredentials } from '../sip/message.js';
 import { getHeader, getHeaders, parseDigestCredentials } from '../sip/headers.js';
 import { buildChallenge, credentialAlgorithm, dummyHa1, verifyDigest, type DigestAlgorithm } from './digest.js';

@@ -7,15 +7,14 @@ import { replaceFirstListValue } from '../sip/message-edit.js';
 import { buildResponse } from '../sip/response.js';
 import type { SipRequest, Via } from '../sip/message.js';
 import type { Flow, MessageSink, SipTransportName, Transport } from '../transport/types.js';
-import type { IncomingRequest } from './incoming.js';
+import type { IncomingRequest, Reply, RequestHandler } from './incoming.js';
 import type { RequestProcessor } from './request-processor.js';
 import type { ServerTransaction } from './server-transaction.js';
 import { TransactionLayer } from './transaction-layer.js';
 import { ServerTransactionTable, transactionKey } from './transactions.js';
-import type { Reply } from '../registrar/registrar.js';
 
 /** A method handler; throws SipError to refuse. */
-export type RequestHandler = (ctx: IncomingRequest) => Promise<Reply>;
+export type { RequestHandler };
 
 export interface RouterOptions {
   transports: ReadonlyMap<SipTransportName, Transport>;

@@ -1,8 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Destination } from '../core/destination.js';
 import type { SipTransportName } from '../transport/types.js';
+import { SIP_TRANSPORT_NAMES } from '../sip/transport-name.js';
 
-const TRANSPORTS: ReadonlySet<string> = new Set(['udp', 'tcp', 'tls', 'ws', 'wss']);
 const MAC_BYTES = 9;
 
 /**
@@ -36,7 +36,7 @@ export class FlowTokens {
     const want = this.mac(flow, callId);
     if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
     const [transport, connId, address, port] = flow.split('|');
-    if (!TRANSPORTS.has(transport) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
+    if (!SIP_TRANSPORT_NAMES.has(transport) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
     return { transport: transport as SipTransportName, connId: connId === '' ? null : connId, address, port: Number(port) };
   }
 

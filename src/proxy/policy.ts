@@ -1,4 +1,4 @@
-import type { EndpointRecord, SubAccountRecord } from '../store/directory.js';
+import type { EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
 
 /** The Endpoint flags of interface-spec.md "Endpoint" the edge enforces, plus the sub-account KYC block. */
 export type PolicyFlag =

@@ -14,9 +14,9 @@ import { getHeader, getHeaders, getListValues, parseDigestCredentials, parseName
 import type { SipRequest, SipUri } from '../sip/message.js';
 import { cloneRequest, prependHeaders, removeHeaders, removeHeadersWhere, setHeader, shiftListValue } from '../sip/message-edit.js';
 import { formatUri, parseUri } from '../sip/uri.js';
-import type { CredentialStore } from '../store/credentials.js';
-import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory.js';
-import type { Binding, LocationStore } from '../store/location-store.js';
+import type { CredentialStore } from '../store/credentials/credentials.js';
+import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
+import type { Binding, LocationStore } from '../store/location/location.js';
 import type { SipTransportName } from '../transport/types.js';
 import type { CallLimiter } from './call-limiter.js';
 import type { FlowTokens } from './flow-token.js';

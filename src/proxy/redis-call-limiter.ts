@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
-import type { RedisClient } from '../store/redis-client.js';
+import type { RedisClient } from '../store/redis/client.js';
+import { evalScript, LuaScript } from '../store/redis/script.js';
 import { StoreUnavailableError } from '../errors.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, type Admission, type CallLimiter, type CallLimiterOptions, type CallLimits } from './call-limiter.js';
 
@@ -19,7 +19,7 @@ if n > tonumber(ARGV[4]) then return 'cps' end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 'ok'`;
-const ADMIT_SHA = createHash('sha1').update(ADMIT).digest('hex');
+const ADMIT_SCRIPT = new LuaScript(ADMIT);
 
 /** Call counters shared by every node through Redis. */
 export class RedisCallLimiter implements CallLimiter {
@@ -40,12 +40,7 @@ export class RedisCallLimiter implements CallLimiter {
     const args = [now, now + this.maxMs, callId, limits.cps, limits.concurrent, this.maxMs];
     let r: unknown;
     try {
-      try {
-        r = await this.redis.evalsha(ADMIT_SHA, 2, ...keys, ...args);
-      } catch (e) {
-        if (!(e instanceof Error) || !e.message.includes('NOSCRIPT')) throw e;
-        r = await this.redis.eval(ADMIT, 2, ...keys, ...args);
-      }
+      r = await evalScript(this.redis, ADMIT_SCRIPT, keys, args);
     } catch (e) {
       throw new StoreUnavailableError(`call limits: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }

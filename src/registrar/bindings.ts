@@ -1,6 +1,6 @@
 import { SipError } from '../errors.js';
 import type { ContactList, NameAddr } from '../sip/message.js';
-import type { Binding, BindingWrite, RegisterOp } from '../store/location-store.js';
+import type { Binding, BindingWrite, RegisterOp } from '../store/location/location.js';
 
 /** Registrar limits, from Config. */
 export interface ExpiresPolicy {

@@ -3,18 +3,12 @@ import type { Logger } from '../logger.js';
 import type { DigestAuthenticator } from '../auth/authenticator.js';
 import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
-import type { IncomingRequest } from '../core/incoming.js';
+import type { IncomingRequest, Reply } from '../core/incoming.js';
 import type { Flow } from '../transport/types.js';
-import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location-store.js';
+import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location/location.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 import { wantsGruu, type Gruus } from './gruu.js';
 
-/** A reply the router turns into a response to the request. */
-export interface Reply {
-  status: number;
-  reason: string;
-  headers: Array<[string, string]>;
-}
 
 export interface RegistrarOptions {
   store: LocationStore;

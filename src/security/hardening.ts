@@ -5,15 +5,15 @@
  * caps, the password-guessing guard, the bound on pending requests, TLS
  * settings, and the draining state of graceful shutdown.
  */
-import type { RedisClient } from '../store/redis-client.js';
+import type { RedisClient } from '../store/redis/client.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { MetricSources } from '../metrics.js';
-import type { LocationStore } from '../store/location-store.js';
+import type { LocationStore } from '../store/location/location.js';
 import type { ConnectionGate, Flow, SipTransportName, TlsSettings, Transport } from '../transport/types.js';
 import { MemoryAuthFailureStore } from './auth-failure-store.js';
 import { AuthGuard } from './auth-guard.js';
-import type { RedisEvents } from '../store/redis-events.js';
+import type { RedisEvents } from '../store/redis/notices.js';
 import { ConnectionLimiter } from './connection-limiter.js';
 import { RedisAuthFailureStore } from './redis-auth-failure-store.js';
 import { RequestGate } from './request-gate.js';

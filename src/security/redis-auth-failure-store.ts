@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
-import { redisMasters, type RedisClient } from '../store/redis-client.js';
+import { redisMasters, type RedisClient } from '../store/redis/client.js';
 import type { AuthFailureStore, FailureLimits, GuardState } from './auth-failure-store.js';
-import type { RedisEvents } from '../store/redis-events.js';
-import { globEscape } from '../store/redis-store.js';
+import type { RedisEvents } from '../store/redis/notices.js';
+import { globEscape } from '../store/redis/keys.js';
+import { evalScript, LuaScript } from '../store/redis/script.js';
 
 /** Notice topic: `<counter key>\0<until ms>` of a block that just started. */
 const BLOCK_TOPIC = 'auth-block';
@@ -49,9 +49,8 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `;
 
-const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
-const FAIL_SHA = sha1(FAIL_LUA);
-const GOOD_SHA = sha1(GOOD_LUA);
+const FAIL_SCRIPT = new LuaScript(FAIL_LUA);
+const GOOD_SCRIPT = new LuaScript(GOOD_LUA);
 
 /** Counters in Redis (REDIS_URL set): a source refused on one node is refused on all. */
 export class RedisAuthFailureStore implements AuthFailureStore {
@@ -143,7 +142,7 @@ export class RedisAuthFailureStore implements AuthFailureStore {
   }
 
   async fail(key: string, now: number, limits: FailureLimits): Promise<{ until: number; started: boolean }> {
-    const reply = await this.script(FAIL_SHA, FAIL_LUA, this.failKey(key), [now, limits.windowMs, limits.max, limits.cooloffMs]);
+    const reply = await evalScript(this.redis, FAIL_SCRIPT, [this.failKey(key)], [now, limits.windowMs, limits.max, limits.cooloffMs]);
     if (!Array.isArray(reply)) throw new Error('unexpected script reply');
     const until = Number(reply[0]);
     const started = Number(reply[1]) === 1;
@@ -153,18 +152,9 @@ export class RedisAuthFailureStore implements AuthFailureStore {
   }
 
   async markGood(endpointKey: string, source: string, now: number, ttlMs: number): Promise<void> {
-    await this.script(GOOD_SHA, GOOD_LUA, this.goodKey(endpointKey), [source, now + ttlMs, ttlMs, now]);
+    await evalScript(this.redis, GOOD_SCRIPT, [this.goodKey(endpointKey)], [source, now + ttlMs, ttlMs, now]);
   }
 
-  /** EVALSHA, then EVAL once when the server lost its script cache (restart, failover). */
-  private async script(sha: string, lua: string, key: string, args: Array<string | number>): Promise<unknown> {
-    try {
-      return await this.redis.evalsha(sha, 1, key, ...args);
-    } catch (err) {
-      if (err instanceof Error && err.message.includes('NOSCRIPT')) return await this.redis.eval(lua, 1, key, ...args);
-      throw err;
-    }
-  }
 
   stop(): void {}
 }

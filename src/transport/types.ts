@@ -1,4 +1,4 @@
-import type { SipTransportName } from '../store/location-store.js';
+import type { SipTransportName } from '../sip/transport-name.js';
 
 export type { SipTransportName };
 

@@ -2,7 +2,7 @@
  * One contract suite for both directories (MemoryDirectory, RedisDirectory on a
  * real redis-server): the same calls give the same answers.
  */
-import { createRedisClient, type RedisClient } from '../../src/store/redis-client.js';
+import { createRedisClient, type RedisClient } from '../../src/store/redis/client.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -20,9 +20,9 @@ import {
   type EndpointRecord,
   type IdempotencyRecord,
   type SubAccountRecord,
-} from '../../src/store/directory.js';
-import { MemoryDirectory } from '../../src/store/directory-memory.js';
-import { RedisDirectory } from '../../src/store/directory-redis.js';
+} from '../../src/store/directory/directory.js';
+import { MemoryDirectory } from '../../src/store/directory/memory.js';
+import { RedisDirectory } from '../../src/store/directory/redis.js';
 import { StoreUnavailableError } from '../../src/errors.js';
 import { redisServer, stopRedisServer } from './harness.js';
 

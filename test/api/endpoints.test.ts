@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { computeHa1 } from '../../src/auth/digest.js';
-import type { Aor } from '../../src/store/location-store.js';
+import type { Aor } from '../../src/store/location/location.js';
 import {
   STORE_KINDS,
   bindingWrite,

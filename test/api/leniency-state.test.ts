@@ -5,7 +5,7 @@
  * last expiry, `sip_registered` filter).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Aor } from '../../src/store/location-store.js';
+import type { Aor } from '../../src/store/location/location.js';
 import { STORE_KINDS, bindingWrite, registerBindings, startHarness, stopRedisServer, type Creds, type Harness } from './harness.js';
 import { expectBadRequest } from './shapes.js';
 

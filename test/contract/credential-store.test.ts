@@ -5,18 +5,15 @@
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/errors.js';
-import type { CredentialStore, EndpointCredential } from '../../src/store/credentials.js';
-import { MemoryCredentialStore } from '../../src/store/memory-store.js';
-import {
-  REDIS_STORE_CLIENT_OPTIONS,
-  RedisCredentialStore,
-  redisCredentialKey,
-} from '../../src/store/redis-store.js';
+import type { CredentialStore, EndpointCredential } from '../../src/store/credentials/credentials.js';
+import { MemoryCredentialStore } from '../../src/store/credentials/memory.js';
+import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
+import { RedisCredentialStore, redisCredentialKey } from '../../src/store/credentials/redis.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
-import { createRedisClient } from '../../src/store/redis-client.js';
-import { CachedCredentialStore } from '../../src/store/credential-cache.js';
-import { RedisEvents } from '../../src/store/redis-events.js';
+import { createRedisClient } from '../../src/store/redis/client.js';
+import { CachedCredentialStore } from '../../src/store/credentials/cache.js';
+import { RedisEvents } from '../../src/store/redis/notices.js';
 import { createLogger } from '../../src/logger.js';
 
 const silent = createLogger('silent');

@@ -15,16 +15,13 @@ import {
   type BindingWrite,
   type LocationStore,
   type RegisterOp,
-} from '../../src/store/location-store.js';
-import { MemoryLocationStore } from '../../src/store/memory-store.js';
-import {
-  REDIS_STORE_CLIENT_OPTIONS,
-  RedisLocationStore,
-  redisLocationKeys,
-} from '../../src/store/redis-store.js';
+} from '../../src/store/location/location.js';
+import { MemoryLocationStore } from '../../src/store/location/memory.js';
+import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
+import { RedisLocationStore, redisLocationKeys } from '../../src/store/location/redis.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
-import { createRedisClient } from '../../src/store/redis-client.js';
+import { createRedisClient } from '../../src/store/redis/client.js';
 
 const ALICE: Aor = { domain: 'acme.sip.localhost', user: 'alice' };
 const BOB: Aor = { domain: 'acme.sip.localhost', user: 'bob' };

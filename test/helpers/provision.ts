@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { computeHa1 } from '../../src/auth/digest.js';
-import { RedisCredentialStore, RedisLocationStore } from '../../src/store/redis-store.js';
-import type { CredentialStore } from '../../src/store/credentials.js';
+import { RedisCredentialStore } from '../../src/store/credentials/redis.js';
+import { RedisLocationStore } from '../../src/store/location/redis.js';
+import type { CredentialStore } from '../../src/store/credentials/credentials.js';
 
 export interface TestEndpoint {
   user: string;

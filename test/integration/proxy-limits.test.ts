@@ -13,7 +13,7 @@ import { computeHa1 } from '../../src/auth/digest.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { getHeader } from '../../src/sip/headers.js';
-import { accountSipDomain, hashToken, newAuthId, newNumericId, type AccountRecord } from '../../src/store/directory.js';
+import { accountSipDomain, hashToken, newAuthId, newNumericId, type AccountRecord } from '../../src/store/directory/directory.js';
 import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
 import { TestUa, sleep, type Endpoint } from './proxy-harness.js';
 

@@ -7,8 +7,9 @@
  */
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient } from '../../src/store/redis-client.js';
-import { RedisCredentialStore, RedisLocationStore } from '../../src/store/redis-store.js';
+import { createRedisClient } from '../../src/store/redis/client.js';
+import { RedisCredentialStore } from '../../src/store/credentials/redis.js';
+import { RedisLocationStore } from '../../src/store/location/redis.js';
 import { endpoints, provision, type TestEndpoint } from '../helpers/provision.js';
 import { cli, startRedisCluster, startRedisSentinel, type RedisClusterHandle, type RedisSentinelHandle } from '../helpers/redis-topologies.js';
 import { startServer, type ServerProcess } from '../helpers/server-process.js';

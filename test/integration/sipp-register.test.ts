@@ -3,7 +3,7 @@ import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
 import { startServer, type ServerProcess } from '../helpers/server-process.js';
 import { runSipp, type SippRun } from '../helpers/sipp.js';
 import { endpoints, provision, redisStores, type TestEndpoint } from '../helpers/provision.js';
-import type { Binding } from '../../src/store/location-store.js';
+import type { Binding } from '../../src/store/location/location.js';
 
 /**
  * The real server process on a real redis-server, driven by SIPp (Debian

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { calleeRefusal, callerRefusal, refusalHeaders } from '../../../src/proxy/policy.js';
-import type { EndpointRecord, SubAccountRecord } from '../../../src/store/directory.js';
+import type { EndpointRecord, SubAccountRecord } from '../../../src/store/directory/directory.js';
 
 const endpoint = (over: Partial<EndpointRecord> = {}): EndpointRecord => ({
   endpointId: '1', accountAuthId: 'MA1', username: 'u', alias: 'u', appId: null, subAccount: null,

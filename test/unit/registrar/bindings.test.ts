@@ -3,7 +3,7 @@ import { bindingKey, contactsForReply, planRegister, withExpires, type ExpiresPo
 import { parseNameAddr } from '../../../src/sip/headers.js';
 import { SipError } from '../../../src/errors.js';
 import type { ContactList, NameAddr } from '../../../src/sip/message.js';
-import type { Binding } from '../../../src/store/location-store.js';
+import type { Binding } from '../../../src/store/location/location.js';
 
 const policy: ExpiresPolicy = { minExpires: 60, maxExpires: 7200, defaultExpires: 3600, clampMinExpires: false, maxContacts: 10 };
 const now = 1_700_000_000_000;

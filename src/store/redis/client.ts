@@ -1,6 +1,21 @@
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 
 /**
+ * Client options the Redis stores are meant to run with; merge them into the
+ * options of the `Redis` instance passed in. ioredis by default queues commands
+ * while disconnected and retries each up to 20 times, which would hold a REGISTER
+ * for many seconds instead of answering 503 at once.
+ */
+export const REDIS_STORE_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
+  /** Fail a command after one reconnect attempt rather than twenty. */
+  maxRetriesPerRequest: 1,
+  /** Bound every command, so a hung server turns into a rejection (→ 503). */
+  commandTimeout: 2_000,
+  connectTimeout: 2_000,
+});
+
+
+/**
  * What every Redis-backed part takes: one Redis (single server or a Sentinel
  * master) or a Redis Cluster. Both speak the same commands; the differences the
  * code cares about are a SCAN (per master on a cluster: {@link redisMasters}) and

@@ -1,7 +1,7 @@
 import { Cluster } from 'ioredis';
-import type { RedisClient } from './redis-client.js';
-import { StoreUnavailableError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import type { RedisClient } from './client.js';
+import { StoreUnavailableError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 
 /**
  * Notices between the processes that share one Redis (nodes, and the workers of

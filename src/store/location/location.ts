@@ -8,7 +8,9 @@
  * lower-case: `{ domain: 'acme.sip.localhost', user: 'alice' }`.
  */
 
-export type SipTransportName = 'udp' | 'tcp' | 'tls' | 'ws' | 'wss';
+import type { SipTransportName } from '../../sip/transport-name.js';
+
+export type { SipTransportName };
 
 export interface Aor {
   /** Account SIP domain, lower-case; the hash tag of every Redis key of the account. */

@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
-import type { RedisOptions } from 'ioredis';
-import { redisMasters, type RedisClient } from './redis-client.js';
-import { StoreUnavailableError } from '../errors.js';
+import { redisMasters, type RedisClient } from '../redis/client.js';
+import { RedisBacked, unavailable, type RedisStoreOptions } from '../redis/backed.js';
+import { DEFAULT_REDIS_PREFIX, globEscape } from '../redis/keys.js';
+import { LuaScript } from '../redis/script.js';
+import { SIP_TRANSPORT_NAMES } from '../../sip/transport-name.js';
 import {
   aorKey,
   bindingFromWrite,
@@ -13,8 +14,7 @@ import {
   type RegisterResult,
   type SipTransportName,
   RETRANSMISSION_WINDOW_MS,
-} from './location-store.js';
-import type { CredentialStore, EndpointCredential } from './credentials.js';
+} from './location.js';
 
 /*
  * Key layout (prefix defaults to `sipedge:`). The account SIP domain is the hash
@@ -29,57 +29,12 @@ import type { CredentialStore, EndpointCredential } from './credentials.js';
  * one) can collide with it and a `loc:*` SCAN meets binding hashes only.
  */
 
-/** Default key prefix of both Redis stores. */
-export const DEFAULT_REDIS_PREFIX = 'sipedge:';
-
-/**
- * Client options the Redis stores are meant to run with; merge them into the
- * options of the `Redis` instance passed in. ioredis by default queues commands
- * while disconnected and retries each up to 20 times, which would hold a REGISTER
- * for many seconds instead of answering 503 at once.
- */
-export const REDIS_STORE_CLIENT_OPTIONS: Readonly<RedisOptions> = Object.freeze({
-  /** Fail a command after one reconnect attempt rather than twenty. */
-  maxRetriesPerRequest: 1,
-  /** Bound every command, so a hung server turns into a rejection (→ 503). */
-  commandTimeout: 2_000,
-  connectTimeout: 2_000,
-});
-
-/** Options of {@link RedisLocationStore} and {@link RedisCredentialStore}. */
-export interface RedisStoreOptions {
-  /** Prefix of every key. Use this, not ioredis `keyPrefix` (which SCAN ignores). @default 'sipedge:' */
-  prefix?: string;
-  /**
-   * Extra lifetime of a binding hash beyond its latest binding expiry, ms. Liveness
-   * is always decided against the node clock on read; the TTL only lets Redis drop
-   * dead data. The margin absorbs clock skew and in-flight requests.
-   * @default 10000
-   */
-  ttlMarginMs?: number;
-  /** How long {@link RedisLocationStore.ping} waits for PONG. @default 1000 */
-  pingTimeoutMs?: number;
-  /**
-   * Whether close() also closes the Redis connection. Off by default: whoever
-   * created the connection (app.ts) closes it, and one connection is usually
-   * shared by both stores. When on, closing is idempotent and tolerates a
-   * connection that is already closed.
-   * @default false
-   */
-  closeConnection?: boolean;
-}
-
 /** The Redis keys of one AOR's bindings and of its account index. */
 export function redisLocationKeys(aor: Aor, prefix: string = DEFAULT_REDIS_PREFIX): { bindings: string; index: string } {
   return {
     bindings: `${prefix}loc:{${aor.domain}}:${aor.user}`,
     index: `${prefix}locidx:{${aor.domain}}`,
   };
-}
-
-/** The Redis key of one endpoint's credential hash. */
-export function redisCredentialKey(domain: string, user: string, prefix: string = DEFAULT_REDIS_PREFIX): string {
-  return `${prefix}cred:{${domain}}:${user}`;
 }
 
 // ---------------------------------------------------------------------------
@@ -294,13 +249,6 @@ for i = 1, #KEYS do out[i] = redis.call('HVALS', KEYS[i]) end
 return out
 `;
 
-class LuaScript {
-  readonly sha: string;
-  constructor(readonly lua: string) {
-    this.sha = createHash('sha1').update(lua).digest('hex');
-  }
-}
-
 const REGISTER_SCRIPT = new LuaScript(REGISTER_LUA);
 const REMOVE_SCRIPT = new LuaScript(REMOVE_LUA);
 const LOOKUP_MANY_SCRIPT = new LuaScript(LOOKUP_MANY_LUA);
@@ -308,7 +256,6 @@ const LOOKUP_MANY_SCRIPT = new LuaScript(LOOKUP_MANY_LUA);
 // ---------------------------------------------------------------------------
 // Narrowing what comes back from Redis: the data may be old, foreign or corrupt.
 
-const TRANSPORTS: ReadonlySet<string> = new Set<SipTransportName>(['udp', 'tcp', 'tls', 'ws', 'wss']);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -323,7 +270,7 @@ function isNum(v: unknown): v is number {
   return typeof v === 'number' && Number.isFinite(v);
 }
 function isTransport(v: unknown): v is SipTransportName {
-  return typeof v === 'string' && TRANSPORTS.has(v);
+  return typeof v === 'string' && SIP_TRANSPORT_NAMES.has(v);
 }
 
 /** A stored binding, or null when the value is not one (it is then treated as absent). */
@@ -376,73 +323,6 @@ function liveSorted(values: readonly unknown[], now: number): Binding[] {
 /** HGETALL replies as a flat field/value object; we only need the values. */
 function hashValues(reply: unknown): unknown[] {
   return isRecord(reply) ? Object.values(reply) : [];
-}
-
-function unavailable(what: string, err: unknown): StoreUnavailableError {
-  const msg = err instanceof Error ? err.message : String(err);
-  return new StoreUnavailableError(`redis ${what} failed: ${msg}`, { cause: err });
-}
-
-/** Redis glob-escape, so a prefix with `*?[]\` matches only itself in SCAN MATCH. */
-export function globEscape(s: string): string {
-  return s.replace(/[*?[\]\\]/g, '\\$&');
-}
-
-/** Shared connection handling of both Redis stores. */
-abstract class RedisBacked {
-  protected readonly redis: RedisClient;
-  protected readonly prefix: string;
-  readonly #closeConnection: boolean;
-
-  constructor(redis: RedisClient, opts: RedisStoreOptions) {
-    if (redis.options.keyPrefix) {
-      // SCAN MATCH and our key helpers would disagree with a client-side prefix.
-      throw new Error('RedisClient stores: do not set the ioredis `keyPrefix` option; pass `prefix` in the store options');
-    }
-    this.redis = redis;
-    this.prefix = opts.prefix ?? DEFAULT_REDIS_PREFIX;
-    this.#closeConnection = opts.closeConnection ?? false;
-  }
-
-  /** Run one Redis call; any failure becomes StoreUnavailableError (→ 503). */
-  protected async guard<T>(what: string, f: () => Promise<T>): Promise<T> {
-    try {
-      return await f();
-    } catch (err) {
-      throw unavailable(what, err);
-    }
-  }
-
-  /**
-   * EVALSHA, falling back to EVAL once when the server has lost its script cache
-   * (restart, failover, SCRIPT FLUSH). Steady state: one round trip.
-   */
-  protected async evalScript(s: LuaScript, keys: string[], args: Array<string | number>): Promise<unknown> {
-    try {
-      return await this.redis.evalsha(s.sha, keys.length, ...keys, ...args);
-    } catch (err) {
-      if (err instanceof Error && err.message.includes('NOSCRIPT')) {
-        return await this.redis.eval(s.lua, keys.length, ...keys, ...args);
-      }
-      throw err;
-    }
-  }
-
-  async close(): Promise<void> {
-    if (!this.#closeConnection) return;
-    const st = this.redis.status;
-    if (st === 'end' || st === 'close') return;
-    if (st === 'ready') {
-      try {
-        await this.redis.quit();
-        return;
-      } catch {
-        // Fall through: the connection broke under us; drop it.
-      }
-    }
-    // Not connected: QUIT would wait in the offline queue, so cut it instead.
-    this.redis.disconnect();
-  }
 }
 
 /**
@@ -583,47 +463,5 @@ export class RedisLocationStore extends RedisBacked implements LocationStore {
     } finally {
       clearTimeout(timer);
     }
-  }
-}
-
-/**
- * Endpoint digest credentials on Redis: one hash per endpoint,
- * `<prefix>cred:{<domain>}:<user>` with fields `endpointId`, `ha1Md5`, `ha1Sha256`, and `disabled` = `1` while the endpoint's owner is disabled.
- * Every Redis failure rejects with {@link StoreUnavailableError}.
- */
-export class RedisCredentialStore extends RedisBacked implements CredentialStore {
-  constructor(redis: RedisClient, opts: RedisStoreOptions = {}) {
-    super(redis, opts);
-  }
-
-  async get(domain: string, user: string): Promise<EndpointCredential | null> {
-    const key = redisCredentialKey(domain, user, this.prefix);
-    const h = await this.guard('credential get', () => this.redis.hgetall(key));
-    const { endpointId, ha1Md5, ha1Sha256, disabled } = h;
-    // A missing or partial hash is no credential: the caller answers as for an
-    // unknown user, which never lets anyone in.
-    if (typeof endpointId !== 'string' || typeof ha1Md5 !== 'string' || typeof ha1Sha256 !== 'string') return null;
-    return disabled === '1' ? { endpointId, ha1Md5, ha1Sha256, disabled: true } : { endpointId, ha1Md5, ha1Sha256 };
-  }
-
-  async put(domain: string, user: string, cred: EndpointCredential): Promise<void> {
-    const key = redisCredentialKey(domain, user, this.prefix);
-    // One HSET sets every field atomically: a reader never sees the new MD5
-    // HA1 next to the old SHA-256 one.
-    // `disabled` is present only while set; MULTI keeps the HSET and HDEL one step.
-    await this.guard('credential put', async () => {
-      if (cred.disabled) {
-        await this.redis.hset(key, 'endpointId', cred.endpointId, 'ha1Md5', cred.ha1Md5, 'ha1Sha256', cred.ha1Sha256, 'disabled', '1');
-        return;
-      }
-      const r = await this.redis.multi().hset(key, 'endpointId', cred.endpointId, 'ha1Md5', cred.ha1Md5, 'ha1Sha256', cred.ha1Sha256).hdel(key, 'disabled').exec();
-      const failed = r?.find(([err]) => err !== null);
-      if (failed) throw failed[0] as Error;
-    });
-  }
-
-  async delete(domain: string, user: string): Promise<void> {
-    const key = redisCredentialKey(domain, user, this.prefix);
-    await this.guard('credential delete', () => this.redis.del(key));
   }
 }

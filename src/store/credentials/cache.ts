@@ -1,5 +1,5 @@
 import type { CredentialStore, EndpointCredential } from './credentials.js';
-import type { RedisEvents } from './redis-events.js';
+import type { RedisEvents } from '../redis/notices.js';
 
 /** Notice topic: `<domain>\0<user>` of a credential that was written or deleted. */
 const TOPIC = 'cred-changed';
