@@ -81,7 +81,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis error'));
     location = new RedisLocationStore(redis);
     // Credentials are read from a per-process cache kept exact by change notices
-    // (one Redis command fewer per authenticated REGISTER); see credential-cache.ts.
+    // (one Redis command fewer per authenticated REGISTER); see store/credentials/cache.ts.
     events = new RedisEvents(redis, log);
     credentials = new CachedCredentialStore(new RedisCredentialStore(redis), events);
     directory = new RedisDirectory(redis);

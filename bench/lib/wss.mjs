@@ -12,7 +12,7 @@ import { wssUser } from './wss-users.mjs';
 /** Provision `users` credentials straight into Redis db `db` the way the API does (HA1 only). */
 async function provisionRedis(root, url, domain, users) {
   const { Redis } = await import(pathToFileURL(join(root, 'node_modules/ioredis/built/index.js')).href);
-  const { RedisCredentialStore } = await import(pathToFileURL(join(root, 'dist/store/redis-store.js')).href);
+  const { RedisCredentialStore } = await import(pathToFileURL(join(root, 'dist/store/credentials/redis.js')).href);
   const { computeHa1 } = await import(pathToFileURL(join(root, 'dist/auth/digest.js')).href);
   const redis = new Redis(url);
   const store = new RedisCredentialStore(redis);

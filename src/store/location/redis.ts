@@ -119,7 +119,7 @@ local function fail(code)
 end
 
 -- A retransmission of the REGISTER that wrote one of its contacts changes nothing
--- (RETRANSMISSION_WINDOW_MS in location-store.ts).
+-- (RETRANSMISSION_WINDOW_MS in location.ts).
 if not removeAll then
   for i = 9 + nRemoves, #ARGV, 3 do
     local b = liveB[ARGV[i]]
