@@ -59,7 +59,7 @@ const transport = {
   closeFlow() {},
   stop: async () => {},
 };
-app.router.opts.transports.set('udp', transport);
+app.useTransport(transport);
 
 const domain = 'hot.sip.localhost';
 const users = Array.from({ length: USERS }, (_, i) => ({ user: `u${String(i + 1).padStart(5, '0')}`, password: `pw${i}secret` }));
@@ -170,8 +170,7 @@ if (process.env.HOTPATH_SNAPSHOT) {
 if (globalThis.gc && process.env.HOTPATH_HEAP) {
   gc();
   const before = process.memoryUsage().heapUsed;
-  app.router.transactions.rotate();
-  app.router.transactions.rotate();
+  app.router.forgetTransactions();
   gc();
   const after = process.memoryUsage().heapUsed;
   console.log(`heap held by remembered transactions: ${((before - after) / 1048576).toFixed(0)} MiB`);

@@ -47,8 +47,14 @@ export interface App {
   readonly registrar: Registrar;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
-  /** Where every transport delivers messages (in-process benchmarks: bench/hotpath.mjs). */
+  /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
   readonly router: SipRouter;
+  /**
+   * Put a transport in place of the listener of its name (in-process benchmarks
+   * and tests: bench/hotpath.mjs sends through one that collects the answers
+   * instead of a socket). Call after {@link start}.
+   */
+  useTransport(t: Transport): void;
   start(): Promise<Listening>;
   stop(): Promise<void>;
   /** Re-read the TLS certificate and key (SIGHUP); open flows keep theirs. */
@@ -310,6 +316,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           redis.disconnect();
         }
       }
+    },
+    useTransport(t: Transport) {
+      transports.set(t.name, t);
     },
     reloadTls() {
       if (!needTls) return;

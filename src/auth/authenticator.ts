@@ -50,7 +50,17 @@ export interface AuthAttemptGuard {
  * one hash over a dummy HA1 — and get the same fresh challenge, so neither the
  * answer nor its timing tells whether a username exists.
  */
-export class DigestAuthenticator {
+/**
+ * What the registrar and the proxy need of authentication: check a request's
+ * credentials for `user` in `realm` (WWW-Authenticate / 401 for REGISTER,
+ * Proxy-Authenticate / 407 when `proxy`). {@link DigestAuthenticator} is the
+ * implementation; tests and other schemes can stand in for it.
+ */
+export interface RequestAuthenticator {
+  authenticate(req: SipRequest, realm: string, user: string, proxy?: boolean, source?: string): Promise<AuthOutcome>;
+}
+
+export class DigestAuthenticator implements RequestAuthenticator {
   private readonly md5Only: readonly DigestAlgorithm[];
 
   constructor(private readonly opts: AuthenticatorOptions) {

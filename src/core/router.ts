@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { SipError, StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { parseMessage, type ParseLimits } from '../sip/parser.js';
-import { formatVia, getHeader, getListValues, parseCSeq, parseVia } from '../sip/headers.js';
+import { formatVia, getHeader, getListValues, parseCSeq, parseVia, tagOf } from '../sip/headers.js';
 import { replaceFirstListValue } from '../sip/message-edit.js';
 import { buildResponse } from '../sip/response.js';
 import type { SipRequest, Via } from '../sip/message.js';
@@ -11,7 +10,7 @@ import type { IncomingRequest, Reply, RequestHandler } from './incoming.js';
 import type { RequestProcessor } from './request-processor.js';
 import type { ServerTransaction } from './server-transaction.js';
 import { TransactionLayer } from './transaction-layer.js';
-import { ServerTransactionTable, transactionKey } from './transactions.js';
+import { ServerTransactionTable, transactionKey } from './server-transaction-table.js';
 
 /** A method handler; throws SipError to refuse. */
 export type { RequestHandler };
@@ -57,8 +56,6 @@ const RETRY_AFTER_STORE = '5';
  */
 export class SipRouter implements MessageSink {
   private readonly transactions = new ServerTransactionTable();
-  private readonly tagPrefix = randomBytes(4).toString('hex');
-  private tagCounter = 0;
   private readonly allow: string;
   /** The stateful transaction layer (client and server transactions of proxied requests). */
   readonly layer: TransactionLayer;
@@ -154,7 +151,7 @@ export class SipRouter implements MessageSink {
     // Stream transports are reliable: Timer J is zero and clients do not retransmit (§17.2.2).
     let key: string | null = null;
     if (flow.connId === null) {
-      key = transactionKey(req.method, top.branch, `${top.host}:${top.port ?? ''}`, callId, cseq.seq, top.branch?.startsWith('z9hG4bK') ? null : fromTag(req), vias[0]);
+      key = transactionKey(req.method, top.branch, `${top.host}:${top.port ?? ''}`, callId, cseq.seq, top.branch?.startsWith('z9hG4bK') ? null : tagOf(getHeader(req, 'from')), vias[0]);
       const tx = this.transactions.receive(key);
       if (tx.state === 'trying') return;
       if (tx.state === 'completed') {
@@ -173,15 +170,8 @@ export class SipRouter implements MessageSink {
     handler(ctx).then(
       (reply) => this.finish(req, flow, vias, key, reply.status, reply.reason, reply.headers, startedAt),
       (err: unknown) => {
-        if (err instanceof SipError) {
-          this.finish(req, flow, vias, key, err.status, err.reason, err.headers, startedAt);
-        } else if (err instanceof StoreUnavailableError) {
-          this.opts.log.warn({ err: errMessage(err), method: req.method }, 'store unavailable');
-          this.finish(req, flow, vias, key, 503, 'Service Unavailable', [['Retry-After', RETRY_AFTER_STORE]], startedAt);
-        } else {
-          this.opts.log.error({ err, method: req.method }, 'request handler failed');
-          this.finish(req, flow, vias, key, 500, 'Server Internal Error', [], startedAt);
-        }
+        const r = this.replyForError(err, req.method, 'request handler failed');
+        this.finish(req, flow, vias, key, r.status, r.reason, r.headers, startedAt);
       },
     );
   }
@@ -212,15 +202,24 @@ export class SipRouter implements MessageSink {
       this.opts.log.error({ err, method: tx.method }, 'request processor failed after the final response');
       return;
     }
-    if (err instanceof SipError) {
-      tx.respond(err.status, err.reason, err.headers);
-    } else if (err instanceof StoreUnavailableError) {
-      this.opts.log.warn({ err: errMessage(err), method: tx.method }, 'store unavailable');
-      tx.respond(503, 'Service Unavailable', [['Retry-After', RETRY_AFTER_STORE]]);
-    } else {
-      this.opts.log.error({ err, method: tx.method }, 'request processor failed');
-      tx.respond(500, 'Server Internal Error');
+    const r = this.replyForError(err, tx.method, 'request processor failed');
+    tx.respond(r.status, r.reason, r.headers);
+  }
+
+  /**
+   * The one mapping of a failure to a SIP response, for handlers and processors
+   * alike: a SipError is its own answer, a store that does not answer is 503 with
+   * Retry-After (the client tries again soon), anything else is a fault: 500,
+   * logged as an error.
+   */
+  private replyForError(err: unknown, method: string, what: string): Reply {
+    if (err instanceof SipError) return { status: err.status, reason: err.reason, headers: err.headers };
+    if (err instanceof StoreUnavailableError) {
+      this.opts.log.warn({ err: errMessage(err), method }, 'store unavailable');
+      return { status: 503, reason: 'Service Unavailable', headers: [['Retry-After', RETRY_AFTER_STORE]] };
     }
+    this.opts.log.error({ err, method }, what);
+    return { status: 500, reason: 'Server Internal Error', headers: [] };
   }
 
   private finish(
@@ -255,7 +254,7 @@ export class SipRouter implements MessageSink {
       if (!headers.some(([n]) => n === 'Allow')) all.push(['Allow', this.allow]);
     }
     const response = buildResponse(req, status, reason, {
-      toTag: `${this.tagPrefix}${(++this.tagCounter).toString(36)}`,
+      toTag: this.layer.newTag(),
       headers: all,
       vias: vias ?? undefined,
     });
@@ -271,6 +270,12 @@ export class SipRouter implements MessageSink {
   }
 
   /** Open transactions: server transactions of local handlers, plus the proxy's server and client transactions (metrics, admission). */
+  /** Forget every remembered completed transaction at once (benchmarks: the memory they held). */
+  forgetTransactions(): void {
+    this.transactions.rotate();
+    this.transactions.rotate();
+  }
+
   get pendingTransactions(): number {
     const proxied = this.layer.size;
     return this.transactions.size + proxied.server + proxied.client;
@@ -300,12 +305,6 @@ function uriHost(address: string): string {
   return address.includes(':') ? `[${address}]` : address;
 }
 
-const FROM_TAG = /;\s*tag\s*=\s*([^;\s]+)/i;
-
-function fromTag(req: SipRequest): string | null {
-  const m = FROM_TAG.exec(getHeader(req, 'from') ?? '');
-  return m ? m[1] : null;
-}
 
 function reasonText(reason: string): string {
   // Reason phrases are TEXT-UTF8 but must not carry CR/LF; keep them short.

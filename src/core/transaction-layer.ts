@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
 import type { Logger } from '../logger.js';
-import { getHeader, getListValues, parseCSeq, parseVia } from '../sip/headers.js';
+import { getHeader, getListValues, parseCSeq, parseVia, tagOf } from '../sip/headers.js';
 import type { SipRequest, SipResponse, SipUri } from '../sip/message.js';
 import { prependHeaders } from '../sip/message-edit.js';
 import { serializeMessage } from '../sip/response.js';
@@ -15,7 +15,7 @@ import { NonInviteClientTransaction } from './non-invite-client-transaction.js';
 import { NonInviteServerTransaction } from './non-invite-server-transaction.js';
 import type { ServerTransaction, ServerTransactionHost } from './server-transaction.js';
 import { DEFAULT_TIMERS, type TimerSettings } from './timers.js';
-import { transactionKey } from './transactions.js';
+import { transactionKey } from './server-transaction-table.js';
 
 export interface TransactionLayerOptions {
   transports: ReadonlyMap<SipTransportName, Transport>;
@@ -88,7 +88,7 @@ export class TransactionLayer implements ServerTransactionHost {
 
   private serverKey(method: string, ctx: IncomingRequest): string {
     const via = ctx.via;
-    return transactionKey(method, via.branch, `${via.host}:${via.port ?? ''}`, ctx.callId, ctx.cseq.seq, fromTag(ctx.req), getListValues(ctx.req, 'via')[0] ?? '');
+    return transactionKey(method, via.branch, `${via.host}:${via.port ?? ''}`, ctx.callId, ctx.cseq.seq, tagOf(getHeader(ctx.req, 'from')), getListValues(ctx.req, 'via')[0] ?? '');
   }
 
   /**
@@ -203,12 +203,6 @@ export class TransactionLayer implements ServerTransactionHost {
   }
 }
 
-const FROM_TAG = /;\s*tag\s*=\s*([^;\s]+)/i;
-
-function fromTag(req: SipRequest): string | null {
-  const m = FROM_TAG.exec(getHeader(req, 'from') ?? '');
-  return m ? m[1] : null;
-}
 
 function allAddresses(): string[] {
   const out: string[] = [];

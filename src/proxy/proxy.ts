@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import type { DigestAuthenticator } from '../auth/authenticator.js';
+import type { RequestAuthenticator } from '../auth/authenticator.js';
 import { destinationOf, type Destination } from '../core/destination.js';
 import type { IncomingRequest } from '../core/incoming.js';
 import type { InviteServerTransaction } from '../core/invite-server-transaction.js';
@@ -10,7 +10,7 @@ import type { ServerTransaction } from '../core/server-transaction.js';
 import type { TransactionLayer } from '../core/transaction-layer.js';
 import { SipError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { getHeader, getHeaders, getListValues, parseDigestCredentials, parseNameAddr } from '../sip/headers.js';
+import { getHeader, getHeaders, getListValues, parseDigestCredentials, parseNameAddr, tagOf } from '../sip/headers.js';
 import type { SipRequest, SipUri } from '../sip/message.js';
 import { cloneRequest, prependHeaders, removeHeaders, removeHeadersWhere, setHeader, shiftListValue } from '../sip/message-edit.js';
 import { formatUri, parseUri } from '../sip/uri.js';
@@ -28,7 +28,7 @@ import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
 
 export interface ProxyOptions {
   layer: TransactionLayer;
-  auth: DigestAuthenticator;
+  auth: RequestAuthenticator;
   credentials: CredentialStore;
   location: LocationStore;
   directory: Directory;
@@ -444,9 +444,7 @@ export class SipProxy implements RequestProcessor {
 }
 
 function toTag(req: SipRequest): string | null {
-  const to = parseNameAddr(getHeader(req, 'to') ?? '');
-  const tag = to?.params.get('tag');
-  return tag === undefined || tag === null ? null : tag;
+  return tagOf(getHeader(req, 'to'));
 }
 
 /**

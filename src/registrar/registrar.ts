@@ -1,6 +1,6 @@
 import { SipError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { DigestAuthenticator } from '../auth/authenticator.js';
+import type { RequestAuthenticator } from '../auth/authenticator.js';
 import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
 import type { IncomingRequest, Reply } from '../core/incoming.js';
@@ -12,7 +12,7 @@ import { wantsGruu, type Gruus } from './gruu.js';
 
 export interface RegistrarOptions {
   store: LocationStore;
-  auth: DigestAuthenticator;
+  auth: RequestAuthenticator;
   policy: ExpiresPolicy;
   /** Parent domain of the account SIP domains (Config.sipDomain). */
   sipDomain: string;

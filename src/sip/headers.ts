@@ -517,3 +517,18 @@ export function parseDigestCredentials(value: string): DigestCredentials | null 
   if (params.size === 0) return null;
   return { scheme, params };
 }
+
+const TAG_TEXT = /tag/i;
+const TAG_PARAM = /;\s*tag\s*=\s*([^;\s]+)/i;
+
+/**
+ * The `tag` parameter of a From or To header value (RFC 3261 §19.3), or null.
+ * Looks only after the URI's closing `>` (a `tag` inside the URI is a URI
+ * parameter); cheap on the hot path, where most values have no "tag" at all.
+ */
+export function tagOf(value: string | undefined): string | null {
+  if (value === undefined || !TAG_TEXT.test(value)) return null;
+  const gt = value.lastIndexOf('>');
+  const m = TAG_PARAM.exec(gt >= 0 ? value.slice(gt + 1) : value);
+  return m ? (m[1] as string) : null;
+}

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ServerTransactionTable, transactionKey } from '../../../src/core/transactions.js';
+import { ServerTransactionTable, transactionKey } from '../../../src/core/server-transaction-table.js';
 
 describe('ServerTransactionTable (RFC 3261 §17.2.2)', () => {
   let table: ServerTransactionTable;
