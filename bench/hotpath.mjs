@@ -25,7 +25,7 @@ const CONCURRENCY = Number(arg('concurrency', '64'));
 const { createApp } = await import(join(ROOT, 'dist/app.js'));
 const { loadConfig } = await import(join(ROOT, 'dist/config.js'));
 const { createLogger } = await import(join(ROOT, 'dist/logger.js'));
-const { computeHa1 } = await import(join(ROOT, 'dist/auth/digest.js'));
+const { deriveCredential } = await import(join(ROOT, 'dist/provisioning/endpoints.js'));
 
 const tmp = join(ROOT, 'bench/.tmp/hotpath');
 mkdirSync(tmp, { recursive: true });
@@ -64,11 +64,7 @@ app.useTransport(transport);
 const domain = 'hot.sip.localhost';
 const users = Array.from({ length: USERS }, (_, i) => ({ user: `u${String(i + 1).padStart(5, '0')}`, password: `pw${i}secret` }));
 for (const u of users) {
-  await app.credentials.put(domain, u.user, {
-    endpointId: `ep-${u.user}`,
-    ha1Md5: computeHa1('MD5', u.user, domain, u.password),
-    ha1Sha256: computeHa1('SHA-256', u.user, domain, u.password),
-  });
+  await app.credentials.put(domain, u.user, deriveCredential(`ep-${u.user}`, u.user, domain, u.password));
 }
 
 const md5 = (s) => createHash('md5').update(s).digest('hex');

@@ -145,6 +145,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     },
     flowTimer: config.pingInterval,
     gruus,
+    // An endpoint removed through the API closes the flows only it used.
+    closeFlow: (transport, connId) => transports.get(transport)?.closeFlow(connId),
   });
 
   const handlers = new Map<string, RequestHandler>([
@@ -231,11 +233,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
    * TCP/TLS/WS flows close unless another endpoint still uses them (DESIGN.md).
    */
   const onEndpointRemoved = (aor: Aor): void => {
-    for (const connId of registrar.flowsOf(aor)) {
-      if (registrar.forget(aor, connId) > 0) continue;
-      const name = connId.slice(0, connId.indexOf('-')) as SipTransportName;
-      transports.get(name)?.closeFlow(connId);
-    }
+    registrar.endpointRemoved(aor);
   };
 
   let http: FastifyInstance | null = null;

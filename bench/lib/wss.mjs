@@ -13,17 +13,13 @@ import { wssUser } from './wss-users.mjs';
 async function provisionRedis(root, url, domain, users) {
   const { Redis } = await import(pathToFileURL(join(root, 'node_modules/ioredis/built/index.js')).href);
   const { RedisCredentialStore } = await import(pathToFileURL(join(root, 'dist/store/credentials/redis.js')).href);
-  const { computeHa1 } = await import(pathToFileURL(join(root, 'dist/auth/digest.js')).href);
+  const { deriveCredential } = await import(pathToFileURL(join(root, 'dist/provisioning/endpoints.js')).href);
   const redis = new Redis(url);
   const store = new RedisCredentialStore(redis);
   for (let i = 0; i < users.length; i += 1000) {
     await Promise.all(
       users.slice(i, i + 1000).map((u) =>
-        store.put(domain, u.user, {
-          endpointId: `wss-${u.user}`,
-          ha1Md5: computeHa1('MD5', u.user, domain, u.password),
-          ha1Sha256: computeHa1('SHA-256', u.user, domain, u.password),
-        }),
+        store.put(domain, u.user, deriveCredential(`wss-${u.user}`, u.user, domain, u.password)),
       ),
     );
   }

@@ -8,7 +8,8 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { CredentialStore } from '../store/credentials/credentials.js';
 import type { AccountRecord, Directory, SubAccountRecord } from '../store/directory/directory.js';
-import type { Aor, LocationStore } from '../store/location/location.js';
+import type { LocationStore } from '../store/location/location.js';
+import type { EndpointProvisioning } from '../provisioning/endpoints.js';
 import type { Authenticator } from './auth.js';
 import { detailsFromAjv, unauthorized, type Details, type ForbiddenFieldMessages } from './errors.js';
 import type { Idempotency } from './idempotency.js';
@@ -22,7 +23,8 @@ export interface ApiContext {
   directory: Directory;
   auth: Authenticator;
   idempotency: Idempotency;
-  onEndpointRemoved?: (aor: Aor) => void;
+  /** The writes behind endpoint create/update/delete and the sub-account cascade. */
+  provisioning: EndpointProvisioning;
   /** When this server was built (partner profile timestamps). */
   startedAt: string;
 }

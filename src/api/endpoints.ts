@@ -7,11 +7,10 @@
  * sub-account has no domain of its own, usernames are unique across the account
  * and its sub-accounts, and the digest realm stays the account's domain.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { computeHa1 } from '../auth/digest.js';
+import type { FastifyInstance } from 'fastify';
+import { endpointAor } from '../provisioning/endpoints.js';
+import { endpointView, resourceUri, sipUri } from './endpoint-view.js';
 import type { ApplicationRecord, EndpointQuery, EndpointRecord } from '../store/directory/directory.js';
-import { newNumericId } from '../store/directory/directory.js';
-import type { EndpointCredential } from '../store/credentials/credentials.js';
 import type { Aor, Binding } from '../store/location/location.js';
 import { aorKey } from '../store/location/location.js';
 import { ApiError, badRequest, conflict, describedPattern, endpointNotFound, notFoundNoBody, type Details } from './errors.js';
@@ -151,7 +150,7 @@ async function listByRegistration(
   let total = 0;
   for (let offset = 0; ; offset += REGISTRATION_FILTER_BATCH) {
     const batch = await ctx.directory.listEndpoints(c.account.authId, query, { limit: REGISTRATION_FILTER_BATCH, offset });
-    const aors = batch.items.map((e) => endpointAor(c, e));
+    const aors = batch.items.map((e) => endpointAor(c.account, e));
     const state = await ctx.location.lookupMany(aors);
     batch.items.forEach((e, i) => {
       const key = aorKey(aors[i] as Aor);
@@ -172,127 +171,6 @@ const params = {
   type: 'object',
   properties: { auth_id: { type: 'string' }, endpoint_id: { type: 'string' } },
 } as const;
-
-/** The AOR of an endpoint of this account. */
-export function endpointAor(c: Customer, e: EndpointRecord): Aor {
-  return { domain: c.account.sipDomain, user: e.username };
-}
-
-/**
- * `host:port` of a Contact URI (the spec's sip_contact). A URI without a port
- * gets its scheme/transport default (RFC 3261 §19.1.2; RFC 7118 for ws/wss).
- */
-export function contactHostPort(uri: string): string {
-  const m = /^(sips?):(?:[^@]*@)?(\[[^\]]+\]|[^:;?>]+)(?::(\d+))?([^?>]*)/i.exec(uri.trim());
-  if (!m) return uri;
-  const [, scheme = 'sip', host = '', port, rest = ''] = m;
-  if (port) return `${host}:${port}`;
-  const transport = /;transport=([a-z]+)/i.exec(rest)?.[1]?.toLowerCase();
-  const def =
-    transport === 'wss' ? 443 : transport === 'ws' ? 80 : scheme.toLowerCase() === 'sips' || transport === 'tls' ? 5061 : 5060;
-  return `${host}:${def}`;
-}
-
-const DAY_MS = 86_400_000;
-/** Years 0000-9999 only: outside them toISOString writes ±YYYYYY. */
-const ISO_MAX_MS = 253_402_300_800_000;
-let isoDay = Number.NaN;
-let isoDayPrefix = '';
-const pad2 = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
-const pad3 = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
-
-/**
- * `new Date(ms).toISOString()`, faster: a list page formats a hundred expiry
- * times, nearly all on the same day, so the date part is kept and only the time
- * of day is written (test/api/iso-time.test.ts compares the two).
- */
-export function iso(ms: number): string {
-  const t = Math.trunc(ms);
-  if (!(t >= 0 && t < ISO_MAX_MS)) return new Date(ms).toISOString();
-  const day = Math.floor(t / DAY_MS);
-  if (day !== isoDay) {
-    isoDayPrefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
-    isoDay = day;
-  }
-  let r = t - day * DAY_MS;
-  const h = Math.floor(r / 3_600_000);
-  r -= h * 3_600_000;
-  const m = Math.floor(r / 60_000);
-  r -= m * 60_000;
-  const sec = Math.floor(r / 1000);
-  return `${isoDayPrefix}${pad2(h)}:${pad2(m)}:${pad2(sec)}.${pad3(r - sec * 1000)}Z`;
-}
-
-function registrationView(b: Binding) {
-  return {
-    contact: b.uri,
-    expires: iso(b.expiresAt),
-    user_agent: b.userAgent,
-    received: b.received,
-    path: b.path,
-  };
-}
-
-/** The resource path of an endpoint as the caller reaches it. */
-function resourceUri(pathAuthId: string, endpointId: string): string {
-  return `/v1/Account/${pathAuthId}/Endpoint/${endpointId}/`;
-}
-
-function sipUri(c: Customer, username: string): string {
-  return `sip:${username}@${c.account.sipDomain}`;
-}
-
-/**
- * The Endpoint object of the spec's table. `detail` (retrieve) adds
- * sip_registration while registered, the full application object, and the
- * additive sip_registrations array of every live binding.
- */
-function endpointView(
-  c: Customer,
-  pathAuthId: string,
-  e: EndpointRecord,
-  app: ApplicationRecord | null,
-  bindings: Binding[],
-  detail: boolean,
-): Record<string, unknown> {
-  // Stores return bindings most recently refreshed first: that one gives contact and
-  // user agent; the endpoint stays registered until the last of them lapses
-  // (docs/api.md "Registration state").
-  const b = bindings[0];
-  let until = 0;
-  for (const x of bindings) if (x.expiresAt > until) until = x.expiresAt;
-  const view: Record<string, unknown> = {
-    endpoint_id: e.endpointId,
-    username: e.username,
-    alias: e.alias,
-    sip_uri: sipUri(c, e.username),
-    sip_registered: b ? 'true' : 'false',
-    sip_contact: b ? contactHostPort(b.uri) : null,
-    sip_expires: b ? iso(until) : null,
-    sip_user_agent: b ? b.userAgent : null,
-    application: app
-      ? detail
-        ? { app_id: app.appId, app_name: app.settings.app_name, answer_url: app.settings.answer_url, answer_method: app.settings.answer_method }
-        : { app_id: app.appId, app_name: app.settings.app_name }
-      : null,
-    allow_voice: e.allowVoice,
-    allow_message: e.allowMessage,
-    allow_video: e.allowVideo,
-    allow_same_domain: e.allowSameDomain,
-    allow_other_domains: e.allowOtherDomains,
-    allow_phones: e.allowPhones,
-    allow_apps: e.allowApps,
-    sub_account: e.subAccount,
-    resource_uri: resourceUri(pathAuthId, e.endpointId),
-    created_at: e.createdAt,
-    updated_at: e.updatedAt,
-  };
-  if (detail) {
-    if (b) view.sip_registration = registrationView(b);
-    view.sip_registrations = bindings.map((x) => ({ ...registrationView(x), sip_contact: contactHostPort(x.uri), transport: x.transport }));
-  }
-  return view;
-}
 
 /** The endpoint if it exists and the caller may see it (a sub-account sees only its own). */
 async function visibleEndpoint(ctx: ApiContext, c: Customer, endpointId: string): Promise<EndpointRecord | null> {
@@ -327,66 +205,6 @@ async function checkApplication(
     return undefined;
   }
   return id;
-}
-
-function credentialFor(c: Customer, endpointId: string, username: string, password: string, disabled: boolean): EndpointCredential {
-  const realm = c.account.sipDomain;
-  const cred: EndpointCredential = {
-    endpointId,
-    ha1Md5: computeHa1('MD5', username, realm, password),
-    ha1Sha256: computeHa1('SHA-256', username, realm, password),
-  };
-  if (disabled) cred.disabled = true;
-  return cred;
-}
-
-/** Whether endpoints of this owner may be online: the account and, for a sub-account's, the sub-account enabled. */
-async function ownerDisabled(ctx: ApiContext, c: Customer, subAccount: string | null): Promise<boolean> {
-  if (!c.account.enabled) return true;
-  if (subAccount === null) return false;
-  const s = await ctx.directory.getSubAccount(c.account.authId, subAccount);
-  return s !== null && !s.enabled;
-}
-
-/**
- * A sub-account was disabled or enabled: its endpoints' credentials carry the
- * flag the registrar checks (403 while disabled), and disabling unregisters their
- * devices at once and closes their flows (README "Disabled accounts").
- */
-export async function setSubAccountEndpointsDisabled(
-  ctx: ApiContext,
-  c: Customer,
-  subAuthId: string,
-  disabled: boolean,
-  req: FastifyRequest,
-): Promise<number> {
-  let n = 0;
-  for (let offset = 0; ; offset += 100) {
-    const page = await ctx.directory.listEndpoints(c.account.authId, { subAccount: subAuthId }, { limit: 100, offset });
-    for (const e of page.items) {
-      const aor = endpointAor(c, e);
-      const cred = await ctx.credentials.get(aor.domain, e.username);
-      if (cred && (cred.disabled === true) !== disabled) {
-        const next: EndpointCredential = { endpointId: cred.endpointId, ha1Md5: cred.ha1Md5, ha1Sha256: cred.ha1Sha256 };
-        if (disabled) next.disabled = true;
-        await ctx.credentials.put(aor.domain, e.username, next);
-      }
-      if (disabled) await dropBindings(ctx, aor, req);
-      n++;
-    }
-    if (page.items.length < 100) return n;
-  }
-}
-
-/** Unregister an endpoint's devices at once (password change, delete). */
-async function dropBindings(ctx: ApiContext, aor: Aor, req: FastifyRequest): Promise<void> {
-  const n = await ctx.location.removeAll(aor);
-  try {
-    ctx.onEndpointRemoved?.(aor);
-  } catch (err) {
-    req.log.warn({ err, aor: aorKey(aor) }, 'onEndpointRemoved failed');
-  }
-  req.log.info({ aor: aorKey(aor), bindings: n }, 'endpoint bindings removed');
 }
 
 /** Register the Endpoint routes. */
@@ -428,11 +246,9 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
 
         const now = isoNow();
         const flag = (k: keyof typeof ALLOW_DEFAULTS): boolean => optBool(body, k) ?? ALLOW_DEFAULTS[k];
-        let rec: EndpointRecord | null = null;
-        for (let attempt = 0; attempt < 5 && rec === null; attempt++) {
-          const candidate: EndpointRecord = {
-            endpointId: newNumericId(),
-            accountAuthId: c.account.authId,
+        const made = await ctx.provisioning.create(
+          c.account,
+          {
             username,
             alias: optString(body, 'alias') ?? username,
             appId,
@@ -446,14 +262,11 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
             allowApps: flag('allow_apps'),
             createdAt: now,
             updatedAt: now,
-          };
-          const r = await ctx.directory.createEndpoint(candidate);
-          switch (r) {
-            case 'ok':
-              rec = candidate;
-              break;
-            case 'id_taken':
-              continue;
+          },
+          password,
+        );
+        if (!made.ok) {
+          switch (made.reason) {
             case 'username_taken':
               throw conflict('username_taken', `The username "${username}" is already taken on this account.`);
             case 'username_retired':
@@ -465,23 +278,12 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
               throw badRequest({ application: 'is not an application of this account' });
             case 'no_subaccount':
               throw badRequest({ sub_account: 'is not a sub-account of this account' });
+            case 'no_id':
+              throw new ApiError(503, 'service_unavailable', 'Could not allocate an endpoint id; retry.');
           }
         }
-        if (rec === null) throw new ApiError(503, 'service_unavailable', 'Could not allocate an endpoint id; retry.');
-
-        try {
-          const disabled = await ownerDisabled(ctx, c, owner);
-          await ctx.credentials.put(c.account.sipDomain, username, credentialFor(c, rec.endpointId, username, password, disabled));
-          // A sub-account disabled while this one was being written: the flag must not be lost.
-          if (!disabled && (await ownerDisabled(ctx, c, owner))) {
-            await ctx.credentials.put(c.account.sipDomain, username, credentialFor(c, rec.endpointId, username, password, true));
-          }
-        } catch (err) {
-          // No endpoint without a credential: undo, and free the username.
-          await ctx.directory.deleteEndpoint(c.account.authId, rec.endpointId, { retire: false }).catch(() => undefined);
-          throw err;
-        }
-        req.log.info({ endpointId: rec.endpointId, aor: aorKey(endpointAor(c, rec)) }, 'endpoint created');
+        const rec = made.endpoint;
+        req.log.info({ endpointId: rec.endpointId, aor: aorKey(endpointAor(c.account, rec)) }, 'endpoint created');
         return {
           status: 201,
           body: {
@@ -528,7 +330,7 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
 
     // One round trip for the live state of the whole page, and one (only when some
     // endpoint has an application) for the page's applications; both at once.
-    const aors = result.items.map((e) => endpointAor(c, e));
+    const aors = result.items.map((e) => endpointAor(c.account, e));
     const appIds = [...new Set(result.items.map((e) => e.appId).filter((id): id is string => id !== null))];
     const [state, apps] = await Promise.all([
       live ?? ctx.location.lookupMany(aors),
@@ -552,7 +354,7 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
     const e = await visibleEndpoint(ctx, c, id);
     if (!e) throw endpointNotFound(id);
     const [bindings, app] = await Promise.all([
-      ctx.location.lookup(endpointAor(c, e)),
+      ctx.location.lookup(endpointAor(c.account, e)),
       e.appId ? ctx.directory.getApplication(c.account.authId, e.appId) : Promise.resolve(null),
     ]);
     return { api_id: req.id, ...endpointView(c, req.principal?.authId ?? c.account.authId, e, app, bindings, true) };
@@ -575,29 +377,24 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
     if (Object.keys(details).length > 0) throw badRequest(details);
 
     const password = optString(body, 'password');
-    const aor = endpointAor(c, e);
-    if (password !== undefined) {
-      // The new credential first: a REGISTER refresh arriving after the bindings
-      // are dropped must already meet the new password.
-      const disabled = await ownerDisabled(ctx, c, e.subAccount);
-      await ctx.credentials.put(aor.domain, e.username, credentialFor(c, e.endpointId, e.username, password, disabled));
-    }
-    const r = await ctx.directory.updateEndpoint(c.account.authId, id, {
-      alias: optString(body, 'alias'),
-      appId,
-      allowVoice: optBool(body, 'allow_voice'),
-      allowMessage: optBool(body, 'allow_message'),
-      allowVideo: optBool(body, 'allow_video'),
-      updatedAt: isoNow(),
-    });
+    const r = await ctx.provisioning.update(
+      c.account,
+      e,
+      {
+        alias: optString(body, 'alias'),
+        appId,
+        allowVoice: optBool(body, 'allow_voice'),
+        allowMessage: optBool(body, 'allow_message'),
+        allowVideo: optBool(body, 'allow_video'),
+        updatedAt: isoNow(),
+      },
+      password,
+      req.log,
+    );
     if (!r.ok) {
       if (r.reason === 'no_application') throw badRequest({ application: 'is not an application of this account' });
-      // Deleted meanwhile: the credential written above must not outlive it.
-      if (password !== undefined) await ctx.credentials.delete(aor.domain, e.username);
       throw notFoundNoBody();
     }
-    // Spec: a password change invalidates registrations; clients re-register.
-    if (password !== undefined) await dropBindings(ctx, aor, req);
     await reply.code(202).send();
   });
 
@@ -607,34 +404,9 @@ export function registerEndpointRoutes(app: FastifyInstance, ctx: ApiContext): v
     const { endpoint_id: id } = req.params as { endpoint_id: string };
     const e = await visibleEndpoint(ctx, c, id);
     if (!e) throw notFoundNoBody();
-    const aor = endpointAor(c, e);
-    // Credential first, so no REGISTER succeeds from here on; again after the
-    // delete, in case a concurrent password change wrote it back meanwhile.
-    await ctx.credentials.delete(aor.domain, e.username);
-    const gone = await ctx.directory.deleteEndpoint(c.account.authId, id, { retire: true });
-    await ctx.credentials.delete(aor.domain, e.username);
-    if (!gone) throw notFoundNoBody();
-    await dropBindings(ctx, aor, req);
-    req.log.info({ endpointId: id, aor: aorKey(aor) }, 'endpoint deleted');
+    // Credential first, so no REGISTER succeeds from here on (src/provisioning/endpoints.ts).
+    if (!(await ctx.provisioning.delete(c.account, e, req.log))) throw notFoundNoBody();
+    req.log.info({ endpointId: id, aor: aorKey(endpointAor(c.account, e)) }, 'endpoint deleted');
     await reply.code(204).send();
   });
-}
-
-/**
- * Delete every endpoint of a sub-account (sub-account delete with cascade):
- * credential, record (username retired) and live bindings, one by one.
- */
-export async function deleteSubAccountEndpoints(ctx: ApiContext, c: Customer, subAuthId: string, req: FastifyRequest): Promise<number> {
-  let n = 0;
-  for (;;) {
-    const page = await ctx.directory.listEndpoints(c.account.authId, { subAccount: subAuthId }, { limit: 100, offset: 0 });
-    if (page.items.length === 0) return n;
-    for (const e of page.items) {
-      const aor = endpointAor(c, e);
-      await ctx.credentials.delete(aor.domain, e.username);
-      if (await ctx.directory.deleteEndpoint(c.account.authId, e.endpointId, { retire: true })) n++;
-      await ctx.credentials.delete(aor.domain, e.username);
-      await dropBindings(ctx, aor, req);
-    }
-  }
 }

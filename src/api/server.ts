@@ -21,6 +21,7 @@ import type { Logger } from '../logger.js';
 import type { CredentialStore } from '../store/credentials/credentials.js';
 import type { Directory } from '../store/directory/directory.js';
 import type { Aor, LocationStore } from '../store/location/location.js';
+import { EndpointProvisioning } from '../provisioning/endpoints.js';
 import { registerAccountRoutes } from './account.js';
 import { registerApplicationRoutes } from './applications.js';
 import { Authenticator, headerValue, type Access, type Principal } from './auth.js';
@@ -173,7 +174,12 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     directory: deps.directory,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
-    onEndpointRemoved: deps.onEndpointRemoved,
+    provisioning: new EndpointProvisioning({
+      directory: deps.directory,
+      credentials: deps.credentials,
+      location: deps.location,
+      onEndpointRemoved: deps.onEndpointRemoved,
+    }),
     startedAt: new Date().toISOString(),
   };
 

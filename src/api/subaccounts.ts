@@ -10,7 +10,6 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory/directory.js';
-import { deleteSubAccountEndpoints, setSubAccountEndpointsDisabled } from './endpoints.js';
 import { ApiError, badRequest, conflict, notFound } from './errors.js';
 import { bodyObject, customerOf, isoNow, optBool, optString, pageOf, queryObject, validationDetails, type ApiContext } from './context.js';
 
@@ -156,7 +155,7 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
     // Disabled means offline: its endpoints' REGISTERs get 403 and their devices are unregistered now.
     const enabled = optBool(body, 'enabled');
     if (enabled !== undefined && enabled !== before.enabled) {
-      const n = await setSubAccountEndpointsDisabled(ctx, c, id, !enabled, req);
+      const n = await ctx.provisioning.setSubAccountDisabled(c.account, id, !enabled, req.log);
       req.log.info({ subAccount: id, enabled, endpoints: n }, enabled ? 'sub-account enabled' : 'sub-account disabled');
     }
     await reply.code(202).send();
@@ -168,7 +167,7 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
     if (!(await ctx.directory.getSubAccount(c.account.authId, id))) throw missing();
     if (queryObject(req).cascade === true) {
       // Endpoints first (unregistered at once, usernames retired), then applications.
-      await deleteSubAccountEndpoints(ctx, c, id, req);
+      await ctx.provisioning.deleteSubAccountEndpoints(c.account, id, req.log);
       for (;;) {
         const apps = await ctx.directory.listApplications(c.account.authId, { subAccount: id }, { limit: 100, offset: 0 });
         if (apps.items.length === 0) break;

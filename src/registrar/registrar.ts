@@ -4,7 +4,7 @@ import type { RequestAuthenticator } from '../auth/authenticator.js';
 import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
 import type { IncomingRequest, Reply } from '../core/incoming.js';
-import type { Flow } from '../transport/types.js';
+import type { Flow, SipTransportName } from '../transport/types.js';
 import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location/location.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 import { wantsGruu, type Gruus } from './gruu.js';
@@ -29,6 +29,8 @@ export interface RegistrarOptions {
   onFlowHeld?: (flow: Flow, until: number) => void;
   /** Flow-Timer (RFC 5626 §5.4) of 200 OKs to outbound clients over stream flows, seconds; 0 = none. */
   flowTimer?: number;
+  /** Close a connection (its endpoint was removed through the API). */
+  closeFlow?: (transport: SipTransportName, connId: string) => void;
   /** GRUUs (RFC 5627) for clients that ask for them; absent = none given. */
   gruus?: Gruus;
 }
@@ -49,6 +51,8 @@ export class Registrar {
    * each with the latest expiry of its bindings there (ms; 0 = none left).
    */
   private readonly flows = new Map<string, Map<string, HeldAor>>();
+  /** connId → its transport, for closing it (connection ids are opaque). */
+  private readonly flowTransport = new Map<string, SipTransportName>();
 
   constructor(private readonly opts: RegistrarOptions) {
     this.now = opts.now ?? Date.now;
@@ -172,7 +176,10 @@ export class Registrar {
     let entry = m?.get(k);
     if (!entry) {
       if (!wrote) return 0;
-      if (!m) this.flows.set(connId, (m = new Map()));
+      if (!m) {
+        this.flows.set(connId, (m = new Map()));
+        this.flowTransport.set(connId, flow.transport);
+      }
       // Kept for the life of the flow: copies, not slices of the request text.
       entry = { domain: ownString(aor.domain), user: ownString(aor.user), until: 0 };
       m.set(ownString(k), entry);
@@ -193,6 +200,7 @@ export class Registrar {
     const aors = this.flows.get(connId);
     if (!aors) return;
     this.flows.delete(connId);
+    this.flowTransport.delete(connId);
     for (const aor of aors.values()) {
       try {
         const live = await this.opts.store.lookup(aor, this.now());
@@ -204,21 +212,26 @@ export class Registrar {
     }
   }
 
-  /** Flows holding bindings of this AOR (to close them when the endpoint is deleted). */
-  flowsOf(aor: Aor): string[] {
+  /**
+   * The API removed every binding of an endpoint (password change, delete,
+   * disable): the TCP/TLS/WS flows that carried its bindings are closed unless
+   * another endpoint still uses them (docs/design.md "Domain model"). Returns how
+   * many flows were closed.
+   */
+  endpointRemoved(aor: Aor): number {
     const k = aorKey(aor);
-    const out: string[] = [];
-    for (const [connId, m] of this.flows) if (m.has(k)) out.push(connId);
-    return out;
-  }
-
-  /** Forget an AOR on a flow (its bindings were removed by the API). */
-  forget(aor: Aor, connId: string): number {
-    const m = this.flows.get(connId);
-    if (!m) return 0;
-    m.delete(aorKey(aor));
-    if (m.size === 0) this.flows.delete(connId);
-    return m.size;
+    let closed = 0;
+    for (const [connId, m] of this.flows) {
+      if (!m.delete(k) || m.size > 0) continue;
+      this.flows.delete(connId);
+      const transport = this.flowTransport.get(connId);
+      this.flowTransport.delete(connId);
+      if (transport) {
+        this.opts.closeFlow?.(transport, connId);
+        closed++;
+      }
+    }
+    return closed;
   }
 }
 

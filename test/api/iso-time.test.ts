@@ -1,6 +1,6 @@
 /** The list view's fast ISO 8601 formatter writes exactly what Date#toISOString writes. */
 import { describe, expect, it } from 'vitest';
-import { iso } from '../../src/api/endpoints.js';
+import { iso } from '../../src/api/endpoint-view.js';
 
 describe('iso (endpoint views)', () => {
   it('matches toISOString around now, across midnight, at the range edges and for fractional ms', () => {

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { computeHa1 } from '../../src/auth/digest.js';
+import { deriveCredential } from '../../src/provisioning/endpoints.js';
 import { RedisCredentialStore } from '../../src/store/credentials/redis.js';
 import { RedisLocationStore } from '../../src/store/location/redis.js';
 import type { CredentialStore } from '../../src/store/credentials/credentials.js';
@@ -13,11 +13,7 @@ export interface TestEndpoint {
 /** Writes endpoint credentials (HA1 values only) the way the HTTP API does. */
 export async function provision(store: CredentialStore, endpoints: TestEndpoint[]): Promise<void> {
   for (const e of endpoints) {
-    await store.put(e.domain, e.user, {
-      endpointId: `ep-${e.user}`,
-      ha1Md5: computeHa1('MD5', e.user, e.domain, e.password),
-      ha1Sha256: computeHa1('SHA-256', e.user, e.domain, e.password),
-    });
+    await store.put(e.domain, e.user, deriveCredential(`ep-${e.user}`, e.user, e.domain, e.password));
   }
 }
 

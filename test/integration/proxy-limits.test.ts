@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App, type Listening } from '../../src/app.js';
-import { computeHa1 } from '../../src/auth/digest.js';
+import { deriveCredential } from '../../src/provisioning/endpoints.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { getHeader } from '../../src/sip/headers.js';
@@ -70,9 +70,7 @@ describe('account call limits on two nodes sharing Redis', () => {
           allowVideo: false, allowSameDomain: true, allowOtherDomains: false, allowPhones: true, allowApps: true, createdAt: now, updatedAt: now,
         }),
       ).toBe('ok');
-      await credentials.put(sipDomain, username, {
-        endpointId, ha1Md5: computeHa1('MD5', username, sipDomain, password), ha1Sha256: computeHa1('SHA-256', username, sipDomain, password),
-      });
+      await credentials.put(sipDomain, username, deriveCredential(endpointId, username, sipDomain, password));
       out.push({ account: a, endpointId, username, password });
     }
     return out;
