@@ -1,7 +1,5 @@
 // Process, port and /proc helpers of the benchmark harness (Linux only).
 import { spawn, execFileSync } from 'node:child_process';
-import { createServer } from 'node:net';
-import { createSocket } from 'node:dgram';
 import { openSync, closeSync, readFileSync, readdirSync, existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
@@ -17,26 +15,8 @@ export const CLK_TCK = (() => {
   }
 })();
 
-/** A port free for both TCP and UDP on 127.0.0.1 (bound then released). */
-export async function freePort() {
-  for (let i = 0; i < 50; i++) {
-    const port = await new Promise((resolve, reject) => {
-      const s = createServer();
-      s.once('error', reject);
-      s.listen(0, '127.0.0.1', () => {
-        const p = s.address().port;
-        s.close(() => resolve(p));
-      });
-    });
-    const udpOk = await new Promise((resolve) => {
-      const u = createSocket('udp4');
-      u.once('error', () => resolve(false));
-      u.bind(port, '127.0.0.1', () => u.close(() => resolve(true)));
-    });
-    if (udpOk) return port;
-  }
-  throw new Error('no free port');
-}
+// The one free-port helper of tests and benchmarks.
+export { freePort } from '../../test/support/ports.mjs';
 
 /** Tracks every child this harness started, so a crash or Ctrl-C stops them by PID. */
 const children = new Set();

@@ -4,7 +4,7 @@
  * when applications are attached, defaulted and deleted.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness } from './harness.js';
+import { STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness } from '../support/api-harness.js';
 import { APPLICATION_FIELDS, ISO_DATE_TIME, expectBadRequest, expectError, keys } from './shapes.js';
 
 afterAll(stopRedisServer);

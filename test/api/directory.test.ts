@@ -3,7 +3,7 @@
  * real redis-server): the same calls give the same answers.
  */
 import { createRedisClient, type RedisClient } from '../../src/store/redis/client.js';
-import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
+import { startRedisCluster, type RedisClusterHandle } from '../support/redis-topologies.js';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -24,7 +24,7 @@ import {
 import { MemoryDirectory } from '../../src/store/directory/memory.js';
 import { RedisDirectory } from '../../src/store/directory/redis.js';
 import { StoreUnavailableError } from '../../src/errors.js';
-import { redisServer, stopRedisServer } from './harness.js';
+import { redisServer, stopRedisServer } from '../support/api-harness.js';
 
 afterAll(stopRedisServer);
 

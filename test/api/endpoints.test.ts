@@ -14,7 +14,7 @@ import {
   stopRedisServer,
   type Creds,
   type Harness,
-} from './harness.js';
+} from '../support/api-harness.js';
 import {
   ENDPOINT_LIST_FIELDS,
   ENDPOINT_RETRIEVE_FIELDS,

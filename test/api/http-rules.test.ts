@@ -7,7 +7,7 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness } from './harness.js';
+import { PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness } from '../support/api-harness.js';
 import { expectBadRequest, expectError } from './shapes.js';
 
 afterAll(stopRedisServer);

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Aor } from '../../src/store/location/location.js';
-import { STORE_KINDS, bindingWrite, registerBindings, startHarness, stopRedisServer, type Creds, type Harness } from './harness.js';
+import { STORE_KINDS, bindingWrite, registerBindings, startHarness, stopRedisServer, type Creds, type Harness } from '../support/api-harness.js';
 import { expectBadRequest } from './shapes.js';
 
 afterAll(stopRedisServer);

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHarness, type Harness } from './harness.js';
+import { startHarness, type Harness } from '../support/api-harness.js';
 
 const YAML = readFileSync(fileURLToPath(new URL('../../docs/openapi.yaml', import.meta.url)), 'utf8');
 

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Authenticator } from '../../src/api/auth.js';
 import { MemoryDirectory } from '../../src/store/directory/memory.js';
-import { LIMITED_PARTNER, PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Harness } from './harness.js';
+import { LIMITED_PARTNER, PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Harness } from '../support/api-harness.js';
 import { ACCOUNT_FIELDS, ISO_DATE_TIME, PARTNER_PROFILE_FIELDS, expectBadRequest, expectError, keys } from './shapes.js';
 
 afterAll(stopRedisServer);

@@ -3,7 +3,7 @@
  * once, KYC blocking, and deletion (refused while it owns resources, or cascading).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { STORE_KINDS, bindingWrite, registerBindings, startHarness, stopRedisServer, type Creds, type Harness } from './harness.js';
+import { STORE_KINDS, bindingWrite, registerBindings, startHarness, stopRedisServer, type Creds, type Harness } from '../support/api-harness.js';
 import { ISO_DATE_TIME, SUBACCOUNT_FIELDS, expectBadRequest, expectError, keys } from './shapes.js';
 
 afterAll(stopRedisServer);

@@ -5,7 +5,7 @@
  * tenant's path or resource), and no response body carries another tenant's data.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness, type Reply } from './harness.js';
+import { PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness, type Reply } from '../support/api-harness.js';
 import { expectError } from './shapes.js';
 
 afterAll(stopRedisServer);

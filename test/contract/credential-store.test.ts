@@ -9,8 +9,8 @@ import type { CredentialStore, EndpointCredential } from '../../src/store/creden
 import { MemoryCredentialStore } from '../../src/store/credentials/memory.js';
 import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
 import { RedisCredentialStore, redisCredentialKey } from '../../src/store/credentials/redis.js';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-topologies.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedisCluster, type RedisClusterHandle } from '../support/redis-topologies.js';
 import { createRedisClient } from '../../src/store/redis/client.js';
 import { CachedCredentialStore } from '../../src/store/credentials/cache.js';
 import { RedisEvents } from '../../src/store/redis/notices.js';

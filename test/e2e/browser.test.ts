@@ -15,8 +15,8 @@ import { build } from 'esbuild';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { version as sipJsVersion } from 'sip.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/server-process.js';
-import { startEdge, type Account, type Edge } from './support/edge.js';
+import { ROOT } from '../support/server-process.js';
+import { startEdge, type Account, type Edge } from '../support/edge.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [

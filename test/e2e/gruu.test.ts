@@ -7,8 +7,8 @@
  * test sees on the wire that the other device got nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPhoneProcess, type PhoneProcess } from './support/phone-process.js';
-import { sleep, startEdge, TestUa, type Edge, type Endpoint } from '../integration/proxy-harness.js';
+import { startPhoneProcess, type PhoneProcess } from '../support/phone-process.js';
+import { sleep, startEdge, TestUa, type Edge, type Endpoint } from '../support/proxy-harness.js';
 
 async function until<T>(what: string, f: () => T | undefined, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -9,7 +9,7 @@
  *
  * Two real clients, at once: headless Chromium (Debian `chromium`, driven by
  * playwright-core) with SIP.js bundled into a page over WSS, and SIP.js in Node over
- * `ws` (a process of its own, test/e2e/support/sipjs-phone.mjs) over WS.
+ * `ws` (a process of its own, test/support/sipjs-phone.mjs) over WS.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -20,9 +20,9 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { chromium, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestUa } from '../integration/proxy-harness.js';
-import { startEdge, type Account, type Edge, type Endpoint } from './support/edge.js';
-import { startPhoneProcess } from './support/phone-process.js';
+import { TestUa } from '../support/proxy-harness.js';
+import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
+import { startPhoneProcess } from '../support/phone-process.js';
 
 const IDLE_S = 5; // SIP_IDLE_TIMEOUT for this server (the smallest allowed)
 const PING_S = 2; // SIP_PING_INTERVAL

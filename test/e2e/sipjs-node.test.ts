@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { Registerer, RegistererState, UserAgent, version as sipJsVersion } from 'sip.js';
 import type { Core } from 'sip.js';
-import { secondsUntil, startEdge, type Account, type Edge, type Endpoint } from './support/edge.js';
+import { secondsUntil, startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
 
 interface Frame {
   dir: 'out' | 'in';

@@ -16,9 +16,9 @@
  * OpenSSL"): TLS is covered by test/e2e/softphone.test.ts (baresip).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runSipp, type SippRun } from '../helpers/sipp.js';
-import { secondsUntil, startEdge, type Account, type Edge, type Endpoint, type EndpointView } from './support/edge.js';
-import { freeUdpTcpPort } from './support/free-port.js';
+import { runSipp, type SippRun } from '../support/sipp.js';
+import { secondsUntil, startEdge, type Account, type Edge, type Endpoint, type EndpointView } from '../support/edge.js';
+import { freePort } from '../support/ports.mjs';
 
 type Transport = 'udp' | 'tcp';
 
@@ -83,7 +83,7 @@ describe('SIPp REGISTER cases against the server on its embedded store', () => {
       pauseMs: o.pauseMs ?? 0,
       timeoutMs: 30_000,
       // SIPp would take 5060 when free, where another suite's stale binding may still send requests.
-      localPort: await freeUdpTcpPort(),
+      localPort: await freePort(),
     });
     let during: EndpointView | null = null;
     if (o.live) during = await edge.waitForEndpoint(e, o.live, 15_000);

@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { secondsUntil, startEdge, type Account, type Edge, type Endpoint } from './support/edge.js';
+import { secondsUntil, startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
 
 const BARESIP = '/usr/bin/baresip';
 const MODULE_PATH = '/usr/lib/baresip/modules';

@@ -1,16 +1,16 @@
 /**
  * Redis faults against the real server process and a real redis-server that the
- * test stops, kills and restarts (test/helpers/redis-server.ts). The test Redis
+ * test stops, kills and restarts (test/support/redis-server.ts). The test Redis
  * keeps nothing on disk, so after each restart the test provisions the
  * credentials again, as an operator's persistent Redis would still hold them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { authorize, registerMessage } from '../helpers/sip-client.js';
-import { provision, redisStores } from '../helpers/provision.js';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint, type UdpClient } from '../security/support.js';
+import { authorize, registerMessage } from '../support/sip-client.js';
+import { provision, redisStores } from '../support/provision.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint, type UdpClient } from '../support/security.js';
 
 const DOMAIN = 'faults.sip.localhost';
 const users: Endpoint[] = Array.from({ length: 40 }, (_, i) => ({ user: `f${i + 1}`, domain: DOMAIN, password: `faults-secret-${i + 1}` }));

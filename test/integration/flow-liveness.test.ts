@@ -5,7 +5,7 @@
  *
  * - WS/WSS: the edge pings a flow quiet for SIP_PING_INTERVAL; a peer that has not
  *   answered when the flow has been quiet for 2 × SIP_PING_INTERVAL is cut. Shown
- *   with a SIP.js phone (test/e2e/support/sipjs-phone.mjs) frozen by SIGSTOP: its
+ *   with a SIP.js phone (test/support/sipjs-phone.mjs) frozen by SIGSTOP: its
  *   kernel still acknowledges every TCP segment, only the pongs stop.
  * - TCP/TLS: the kernel probes a flow quiet for SIP_PING_INTERVAL (10 probes 1 s
  *   apart): dead SIP_PING_INTERVAL + 10 s after the last packet heard. Shown with
@@ -22,10 +22,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/server-process.js';
-import { registerWithAuth, streamConn, udpConn, wsConn } from '../helpers/sip-client.js';
-import { startEdge, type Account, type Edge, type Endpoint } from '../e2e/support/edge.js';
-import { startPhoneProcess } from '../e2e/support/phone-process.js';
+import { ROOT } from '../support/server-process.js';
+import { registerWithAuth, streamConn, udpConn, wsConn } from '../support/sip-client.js';
+import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
+import { startPhoneProcess } from '../support/phone-process.js';
 
 const IDLE_S = 5;
 /** SIP_PING_INTERVAL of the TCP servers (kernel probes: no pong to wait for). */

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App, type Listening } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
-import { endpoints, provision } from '../helpers/provision.js';
-import { registerWithAuth, udpConn } from '../helpers/sip-client.js';
+import { endpoints, provision } from '../support/provision.js';
+import { registerWithAuth, udpConn } from '../support/sip-client.js';
 
 /** The composition root on the embedded in-memory store (the default without REDIS_URL). */
 describe('server on the embedded in-memory store', () => {

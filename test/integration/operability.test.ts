@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { provision, redisStores } from '../helpers/provision.js';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { authorize, parseResponse, registerMessage, registerWithAuth, streamConn, wsConn, type SipConn } from '../helpers/sip-client.js';
-import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint } from '../security/support.js';
+import { provision, redisStores } from '../support/provision.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { authorize, parseResponse, registerMessage, registerWithAuth, streamConn, wsConn, type SipConn } from '../support/sip-client.js';
+import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint } from '../support/security.js';
 
 const DOMAIN = 'ops.sip.localhost';
 const ep = (user: string): Endpoint => ({ user, domain: DOMAIN, password: `${user}-secret-pw` });

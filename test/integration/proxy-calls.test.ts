@@ -10,7 +10,7 @@
  * AORs, different CSeq methods).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cidStr, sipp, startEdge, type Account, type Edge, type Endpoint, type SippResult } from './proxy-harness.js';
+import { cidStr, sipp, startEdge, type Account, type Edge, type Endpoint, type SippResult } from '../support/proxy-harness.js';
 
 /** The edge's no-answer timeout in this suite, seconds. */
 const NO_ANSWER_S = 2;

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getHeader } from '../../src/sip/headers.js';
 import type { SipResponse } from '../../src/sip/message.js';
-import { startEdge, TestUa, type Account, type Edge, type Endpoint, type Flags } from './proxy-harness.js';
+import { startEdge, TestUa, type Account, type Edge, type Endpoint, type Flags } from '../support/proxy-harness.js';
 
 const NUMBER = '+14155550100';
 

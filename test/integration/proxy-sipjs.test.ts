@@ -19,7 +19,7 @@ import {
   type SessionDescriptionHandler,
   type SessionDescriptionHandlerFactory,
 } from 'sip.js';
-import { TestUa, cidStr, sdp, sipp, sleep, startEdge, type Account, type Edge, type Endpoint } from './proxy-harness.js';
+import { TestUa, cidStr, sdp, sipp, sleep, startEdge, type Account, type Edge, type Endpoint } from '../support/proxy-harness.js';
 
 /** Signalling only: a fixed audio offer/answer instead of WebRTC. */
 class StaticSdp implements SessionDescriptionHandler {

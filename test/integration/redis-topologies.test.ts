@@ -10,11 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisClient } from '../../src/store/redis/client.js';
 import { RedisCredentialStore } from '../../src/store/credentials/redis.js';
 import { RedisLocationStore } from '../../src/store/location/redis.js';
-import { endpoints, provision, type TestEndpoint } from '../helpers/provision.js';
-import { cli, startRedisCluster, startRedisSentinel, type RedisClusterHandle, type RedisSentinelHandle } from '../helpers/redis-topologies.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { runSipp } from '../helpers/sipp.js';
-import { sleep, startEdge, TestUa, type Edge } from './proxy-harness.js';
+import { endpoints, provision, type TestEndpoint } from '../support/provision.js';
+import { cli, startRedisCluster, startRedisSentinel, type RedisClusterHandle, type RedisSentinelHandle } from '../support/redis-topologies.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { runSipp } from '../support/sipp.js';
+import { sleep, startEdge, TestUa, type Edge } from '../support/proxy-harness.js';
 
 describe('the server on a 3-master Redis Cluster', () => {
   let cluster: RedisClusterHandle;

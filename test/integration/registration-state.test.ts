@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getHeader } from '../../src/sip/headers.js';
 import type { SipResponse } from '../../src/sip/message.js';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startEdge, TestUa, type Edge, type Endpoint } from './proxy-harness.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startEdge, TestUa, type Edge, type Endpoint } from '../support/proxy-harness.js';
 
 describe.each(['memory', 'redis'] as const)('registration state: several devices, disabled sub-accounts (%s store)', (kind) => {
   let redis: RedisServerHandle | null = null;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { runSipp, type SippRun } from '../helpers/sipp.js';
-import { endpoints, provision, redisStores, type TestEndpoint } from '../helpers/provision.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { runSipp, type SippRun } from '../support/sipp.js';
+import { endpoints, provision, redisStores, type TestEndpoint } from '../support/provision.js';
 import type { Binding } from '../../src/store/location/location.js';
 
 /**

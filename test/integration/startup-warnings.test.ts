@@ -4,7 +4,7 @@
  * start until the access log moved to `logController`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
 
 describe('server start', () => {
   let server: ServerProcess | null = null;

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { endpoints, provision, redisStores } from '../helpers/provision.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { endpoints, provision, redisStores } from '../support/provision.js';
 import {
   parseResponse,
   registerMessage,
@@ -11,7 +11,7 @@ import {
   udpConn,
   wsConn,
   type SipConn,
-} from '../helpers/sip-client.js';
+} from '../support/sip-client.js';
 
 const callId = (): string => randomBytes(8).toString('hex');
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -7,12 +7,12 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
 import { createServer, type Server } from 'node:net';
-import { runServerUntilStopped, startServer, type ServerProcess } from '../helpers/server-process.js';
-import { endpoints, provision, redisStores } from '../helpers/provision.js';
-import { parseResponse, registerMessage, registerWithAuth, streamConn, udpConn, type SipConn } from '../helpers/sip-client.js';
-import { currentRuntime, ltsRuntime, type Runtime } from '../helpers/runtimes.js';
+import { runServerUntilStopped, startServer, type ServerProcess } from '../support/server-process.js';
+import { endpoints, provision, redisStores } from '../support/provision.js';
+import { parseResponse, registerMessage, registerWithAuth, streamConn, udpConn, type SipConn } from '../support/sip-client.js';
+import { currentRuntime, ltsRuntime, type Runtime } from '../support/runtimes.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

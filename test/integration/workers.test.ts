@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { runServerUntilStopped, startServer, type ServerProcess } from '../helpers/server-process.js';
-import { endpoints, provision, redisStores } from '../helpers/provision.js';
-import { registerWithAuth, streamConn, udpConn } from '../helpers/sip-client.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { runServerUntilStopped, startServer, type ServerProcess } from '../support/server-process.js';
+import { endpoints, provision, redisStores } from '../support/provision.js';
+import { registerWithAuth, streamConn, udpConn } from '../support/sip-client.js';
 
 /** SIP_WORKERS: several processes share the listeners; state lives in Redis. */
 describe('multi-process edge (SIP_WORKERS=2)', () => {

@@ -8,8 +8,8 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { callId, metric, options, scrape, sleep, udpClient, type UdpClient } from './support.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { callId, metric, options, scrape, sleep, udpClient, type UdpClient } from '../support/security.js';
 
 const LIMIT = 50; // messages per window
 const WINDOW_S = 1;

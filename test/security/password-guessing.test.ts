@@ -11,11 +11,11 @@
  * is off so that every attempt reaches the password guard.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { authorize, registerMessage, type Resp } from '../helpers/sip-client.js';
-import { provision, redisStores } from '../helpers/provision.js';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { callId, metric, register, scrape, udpClient, type Endpoint, type UdpClient } from './support.js';
+import { authorize, registerMessage, type Resp } from '../support/sip-client.js';
+import { provision, redisStores } from '../support/provision.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { callId, metric, register, scrape, udpClient, type Endpoint, type UdpClient } from '../support/security.js';
 
 const DOMAIN = 'guard.sip.localhost';
 const ATTEMPTS = 10_000;

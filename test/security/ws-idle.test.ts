@@ -9,10 +9,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
-import { startRedis, type RedisServerHandle } from '../helpers/redis-server.js';
-import { startServer, type ServerProcess } from '../helpers/server-process.js';
-import { endpoints, provision, redisStores } from '../helpers/provision.js';
-import { registerWithAuth, wsConn } from '../helpers/sip-client.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+import { endpoints, provision, redisStores } from '../support/provision.js';
+import { registerWithAuth, wsConn } from '../support/sip-client.js';
 
 const IDLE_S = 5; // the smallest SIP_IDLE_TIMEOUT allowed
 const PING_S = 2;

@@ -4,7 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
+import { freePort } from './ports.mjs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -37,24 +38,6 @@ function installExitHook(): void {
   // dies before its afterAll, so no redis-server outlives it.
   process.on('exit', () => {
     for (const c of running) c.kill('SIGKILL');
-  });
-}
-
-/** A port that was free a moment ago: bind port 0, read it, close. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === 'string') {
-        srv.close();
-        reject(new Error('no port'));
-        return;
-      }
-      srv.close(() => resolve(addr.port));
-    });
   });
 }
 

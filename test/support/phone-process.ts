@@ -1,12 +1,12 @@
 /**
- * Runs test/e2e/support/sipjs-phone.mjs (SIP.js in Node on library defaults) as a
+ * Runs test/support/sipjs-phone.mjs (SIP.js in Node on library defaults) as a
  * process of its own, registering endpoint `e` over `server` (ws://…), and collects
  * the events it reports. The caller stops it by its PID (`child.kill`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { ROOT } from '../../helpers/server-process.js';
+import { ROOT } from './server-process.js';
 import type { Endpoint } from './edge.js';
 
 const PHONE = fileURLToPath(new URL('./sipjs-phone.mjs', import.meta.url));

@@ -29,7 +29,7 @@ export interface ServerProcess {
 /**
  * Starts the real server (`node dist/main.js`, built by `npm test`'s pretest)
  * with every port 0 unless given, and waits for its `listening` log line.
- * `node`: the runtime binary (default: the one running the tests; see test/helpers/runtimes.ts).
+ * `node`: the runtime binary (default: the one running the tests; see test/support/runtimes.ts).
  */
 export async function startServer(env: Record<string, string> = {}, timeoutMs = 15_000, node = process.execPath): Promise<ServerProcess> {
   const child = spawn(node, [MAIN], {

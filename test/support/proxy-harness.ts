@@ -5,18 +5,15 @@
  * applications; SIPp runs that can be paired caller ↔ callee; and a small UDP
  * user agent for requests whose answers are asserted header by header.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
-import { createServer } from 'node:net';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getHeader, getHeaders, getListValues, parseNameAddr } from '../../src/sip/headers.js';
 import type { SipMessage, SipRequest, SipResponse } from '../../src/sip/message.js';
 import { parseMessage } from '../../src/sip/parser.js';
-import { authorize } from '../helpers/sip-client.js';
-import { ROOT, startServer, type ServerProcess } from '../helpers/server-process.js';
+import { authorize } from './sip-client.js';
+import { runSipp } from './sipp.js';
+import { startServer, type ServerProcess } from './server-process.js';
 
 export const PARTNER = Object.freeze({ id: 'PROXYPARTNER', token: 'proxy-partner-token-0123456789' });
 
@@ -135,84 +132,23 @@ export interface SippCall {
   timeoutS?: number;
 }
 
-/**
- * A loopback port free for UDP and TCP a moment ago: SIPp's own default is 5060,
- * shared by every run of every suite (a stale binding elsewhere may point there).
- */
-async function freeLocalPort(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const srv = createServer();
-      srv.on('error', reject);
-      srv.listen(0, '127.0.0.1', () => {
-        const a = srv.address();
-        srv.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
-      });
-    });
-    const udpFree = await new Promise<boolean>((resolve) => {
-      const u = dgram.createSocket('udp4');
-      u.once('error', () => {
-        u.close();
-        resolve(false);
-      });
-      u.bind(port, '127.0.0.1', () => u.close(() => resolve(true)));
-    });
-    if (udpFree) return port;
-  }
-  throw new Error('no port free for UDP and TCP');
-}
-
-/** Runs one SIPp call (-m 1) in the foreground; resolves when SIPp exits (killed by PID after the timeout). */
+/** Runs one SIPp call (-m 1) as endpoint `o.endpoint`, messages recorded; resolves when SIPp exits. */
 export async function sipp(o: SippCall): Promise<SippResult> {
-  const localPort = await freeLocalPort();
-  const dir = mkdtempSync(join(tmpdir(), 'sipp-proxy-'));
-  const inf = join(dir, 'users.csv');
   const e = o.endpoint;
-  writeFileSync(inf, `SEQUENTIAL\n${e.username};${e.account.sipDomain};[authentication username=${e.username} password=${e.password}]\n`);
-  const timeoutS = o.timeoutS ?? 30;
-  const args = [
-    `127.0.0.1:${o.port}`,
-    '-sf', join(ROOT, 'sipp-scenarios', o.scenario),
-    '-inf', inf,
-    '-t', o.transport === 'udp' ? 'u1' : 't1',
-    '-i', '127.0.0.1',
-    '-p', String(localPort),
-    '-m', '1',
-    '-cid_str', o.cidStr,
-    '-d', String(o.pauseMs ?? 0),
-    '-nostdin',
-    '-trace_err', '-error_file', join(dir, 'errors.log'),
-    '-trace_msg', '-message_file', join(dir, 'messages.log'),
-    '-trace_stat', '-stf', join(dir, 'stat.csv'),
-    '-timeout', String(timeoutS),
-    '-timeout_error',
-  ];
-  for (const [k, v] of Object.entries(o.keys ?? {})) args.push('-key', k, v);
-  return new Promise((resolve, reject) => {
-    const child = spawn('sipp', args, { cwd: dir, stdio: ['ignore', 'ignore', 'ignore'] });
-    const timer = setTimeout(() => child.kill('SIGKILL'), (timeoutS + 10) * 1000);
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      const read = (f: string): string => (readdirSync(dir).includes(f) ? readFileSync(join(dir, f), 'utf8') : '');
-      const stat = read('stat.csv').trim().split('\n');
-      const head = (stat[0] ?? '').split(';');
-      const last = (stat[stat.length - 1] ?? '').split(';');
-      const col = (name: string): number => Number(last[head.indexOf(name)] ?? NaN);
-      const errors = read('errors.log')
-        .replace(/\S+\t\S+\t\S+: Overload warning: the minor watchdog timer \d+ms has been tripped \(\d+\), \d+ trips remaining\.\n?/g, '')
-        // A retransmission reaching SIPp after its call ended well (a slow, loaded machine): not a fault.
-        .replace(/\S+\t\S+\t\S+: Dead call \S+ \(successful\), received '[^']*'\n?/g, '')
-        .replace(/^The following events occurred:\n?/, '')
-        .trim();
-      const messages = read('messages.log');
-      rmSync(dir, { recursive: true, force: true });
-      resolve({ code, successful: col('SuccessfulCall(C)'), failed: col('FailedCall(C)'), errors, messages });
-    });
+  const r = await runSipp({
+    scenario: o.scenario,
+    port: o.port,
+    transport: o.transport,
+    users: [{ user: e.username, domain: e.account.sipDomain, password: e.password }],
+    calls: 1,
+    cidStr: o.cidStr,
+    keys: o.keys,
+    pauseMs: o.pauseMs,
+    timeoutMs: (o.timeoutS ?? 30) * 1000,
+    traceMessages: true,
+    recvTimeoutMs: null,
   });
+  return { code: r.code, successful: r.successful, failed: r.failed, errors: r.errors, messages: r.messages };
 }
 
 /** A Call-ID pattern for -cid_str, unique per test. */

@@ -5,7 +5,7 @@
  * never write to a store directly: what they assert is what an operator would see.
  */
 import { readFileSync } from 'node:fs';
-import { startServer, type ServerProcess } from '../../helpers/server-process.js';
+import { startServer, type ServerProcess } from './server-process.js';
 
 /** The partner the e2e servers are configured with (PARTNER_AUTH_ID/PARTNER_AUTH_TOKEN). */
 export const E2E_PARTNER = Object.freeze({ id: 'E2EPARTNER', token: 'e2e-partner-token-0123456789abcdef' });

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
-import { authorize, parseResponse, registerMessage, type Resp } from '../helpers/sip-client.js';
+import { authorize, parseResponse, registerMessage, type Resp } from './sip-client.js';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 export const callId = (): string => randomBytes(8).toString('hex');
