@@ -48,6 +48,13 @@ export interface EndpointView {
   sip_registrations: RegistrationView[];
 }
 
+export type Flags = Partial<
+  Record<'allow_voice' | 'allow_video' | 'allow_message' | 'allow_same_domain' | 'allow_other_domains' | 'allow_phones' | 'allow_apps', boolean>
+>;
+
+/** What a new endpoint gets: policy flags, a sub-account, a password (default `<username>-Secret-9`). */
+export type EndpointOptions = Flags & { sub_account?: string; password?: string };
+
 export interface Edge {
   server: ServerProcess;
   /** `http://127.0.0.1:<http port>` */
@@ -55,17 +62,27 @@ export interface Edge {
   /** A new customer account, created by the partner over the API. */
   newAccount(): Promise<Account>;
   /** A new endpoint of `account`, created with the account's own credentials over the API. */
-  newEndpoint(account: Account, username: string, password?: string): Promise<Endpoint>;
+  newEndpoint(account: Account, username: string, opts?: EndpointOptions): Promise<Endpoint>;
+  /** POST …/Endpoint/<id>/ (update); throws unless 2xx. */
+  updateEndpoint(e: Endpoint, patch: Record<string, unknown>): Promise<void>;
+  /** A new sub-account of `account`; its Auth ID. */
+  newSubAccount(account: Account, kycMode: 'personal_use' | 'customer_use'): Promise<string>;
+  /** A new application of `account`; its app id. */
+  newApplication(account: Account): Promise<string>;
   /** GET /api/v1/Account/<auth_id>/Endpoint/<endpoint_id>/ */
   endpoint(e: Endpoint): Promise<EndpointView>;
   /** Polls the endpoint until `until` holds (every 50 ms); throws with the last view after timeoutMs. */
   waitForEndpoint(e: Endpoint, until: (v: EndpointView) => boolean, timeoutMs?: number): Promise<EndpointView>;
+  /** Polls the API until the endpoint has at least `n` live bindings. */
+  waitBindings(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
+  /** Polls the API until the endpoint has at most `n` live bindings. */
+  waitBindingsAtMost(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
   /** PEM of the server's self-signed development certificate (certificate only, no key). */
   devCertificate(): string;
   stop(): Promise<void>;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Starts the server with the e2e partner configured; `env` adds to or overrides the defaults. */
 export async function startEdge(env: Record<string, string> = {}): Promise<Edge> {
@@ -87,6 +104,18 @@ export async function startEdge(env: Record<string, string> = {}): Promise<Edge>
     return { status: res.status, json };
   };
 
+  const as = (a: Account) => ({ id: a.authId, token: a.authToken });
+  /** Live bindings as the API shows them (sip_registrations on retrieve). */
+  const waitCount = async (e: Endpoint, ok: (count: number) => boolean, want: string, timeoutMs: number): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const v = await edge.endpoint(e);
+      const count = Array.isArray(v.sip_registrations) ? v.sip_registrations.length : v.sip_registered === 'true' ? 1 : 0;
+      if (ok(count)) return;
+      if (Date.now() > deadline) throw new Error(`${e.username}: ${count} bindings, expected ${want}`);
+      await sleep(50);
+    }
+  };
   let accounts = 0;
   const edge: Edge = {
     server,
@@ -102,13 +131,30 @@ export async function startEdge(env: Record<string, string> = {}): Promise<Edge>
       if (r.status !== 201) throw new Error(`POST /api/v1/partner/accounts: ${r.status} ${JSON.stringify(r.json)}`);
       return { authId: String(r.json.auth_id), authToken: String(r.json.auth_token), sipDomain: String(r.json.sip_domain) };
     },
-    async newEndpoint(account, username, password = `${username}-Secret-9`) {
-      const r = await call('POST', `/api/v1/Account/${account.authId}/Endpoint/`, { id: account.authId, token: account.authToken }, { username, password });
+    async newEndpoint(account, username, opts = {}) {
+      const { password = `${username}-Secret-9`, ...extra } = opts;
+      const r = await call('POST', `/api/v1/Account/${account.authId}/Endpoint/`, as(account), { username, password, ...extra });
       if (r.status !== 201) throw new Error(`POST Endpoint ${username}: ${r.status} ${JSON.stringify(r.json)}`);
       return { account, endpointId: String(r.json.endpoint_id), username, password };
     },
+    async updateEndpoint(e, patch) {
+      const r = await call('POST', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account), patch);
+      if (r.status >= 300) throw new Error(`POST Endpoint ${e.endpointId}: ${r.status} ${JSON.stringify(r.json)}`);
+    },
+    async newSubAccount(account, kycMode) {
+      const r = await call('POST', `/api/v1/Account/${account.authId}/Subaccount/`, as(account), { name: `sub-${kycMode}`, kyc_mode: kycMode });
+      if (r.status !== 201) throw new Error(`POST Subaccount: ${r.status} ${JSON.stringify(r.json)}`);
+      return String(r.json.auth_id);
+    },
+    async newApplication(account) {
+      const r = await call('POST', `/api/v1/Account/${account.authId}/Application/`, as(account), { app_name: 'ivr', answer_url: 'https://app.example.test/answer' });
+      if (r.status !== 201) throw new Error(`POST Application: ${r.status} ${JSON.stringify(r.json)}`);
+      return String(r.json.app_id);
+    },
+    waitBindings: (e, n, timeoutMs = 5000) => waitCount(e, (c) => c >= n, `${n}`, timeoutMs),
+    waitBindingsAtMost: (e, n, timeoutMs = 5000) => waitCount(e, (c) => c <= n, `at most ${n}`, timeoutMs),
     async endpoint(e) {
-      const r = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, { id: e.account.authId, token: e.account.authToken });
+      const r = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account));
       if (r.status !== 200) throw new Error(`GET Endpoint ${e.endpointId}: ${r.status} ${JSON.stringify(r.json)}`);
       return r.json as unknown as EndpointView;
     },

@@ -1,111 +1,19 @@
 /**
- * Shared by the proxy integration suites (test/integration/proxy-*.test.ts):
- * the real server with a partner configured, a client of its HTTP API that
- * provisions accounts, endpoints (with their policy flags), sub-accounts and
- * applications; SIPp runs that can be paired caller ↔ callee; and a small UDP
- * user agent for requests whose answers are asserted header by header.
+ * Shared by the proxy suites (test/integration/proxy-*.test.ts and others): SIPp
+ * runs that can be paired caller ↔ callee, and a small UDP user agent for
+ * requests whose answers are asserted header by header. The server and its API
+ * client are ./edge.ts (re-exported here).
  */
 import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
-import { join } from 'node:path';
 import { getHeader, getHeaders, getListValues, parseNameAddr } from '../../src/sip/headers.js';
 import type { SipMessage, SipRequest, SipResponse } from '../../src/sip/message.js';
 import { parseMessage } from '../../src/sip/parser.js';
 import { authorize } from './sip-client.js';
 import { runSipp } from './sipp.js';
-import { startServer, type ServerProcess } from './server-process.js';
 
-export const PARTNER = Object.freeze({ id: 'PROXYPARTNER', token: 'proxy-partner-token-0123456789' });
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-export interface Account {
-  authId: string;
-  authToken: string;
-  sipDomain: string;
-}
-
-export interface Endpoint {
-  account: Account;
-  endpointId: string;
-  username: string;
-  password: string;
-}
-
-export type Flags = Partial<
-  Record<'allow_voice' | 'allow_video' | 'allow_message' | 'allow_same_domain' | 'allow_other_domains' | 'allow_phones' | 'allow_apps', boolean>
->;
-
-export interface Edge {
-  server: ServerProcess;
-  newAccount(): Promise<Account>;
-  newEndpoint(a: Account, username: string, extra?: Flags & { sub_account?: string }): Promise<Endpoint>;
-  updateEndpoint(e: Endpoint, patch: Record<string, unknown>): Promise<void>;
-  newSubAccount(a: Account, kycMode: 'personal_use' | 'customer_use'): Promise<string>;
-  newApplication(a: Account): Promise<string>;
-  /** Polls the API until the endpoint has `n` live bindings. */
-  waitBindings(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
-  /** Polls the API until the endpoint has at most `n` live bindings. */
-  waitBindingsAtMost(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
-  stop(): Promise<void>;
-}
-
-/** Starts the real server (every port 0) with the test partner; `env` adds settings. */
-export async function startEdge(env: Record<string, string> = {}): Promise<Edge> {
-  const server = await startServer({ PARTNER_AUTH_ID: PARTNER.id, PARTNER_AUTH_TOKEN: PARTNER.token, ...env });
-  const base = `http://127.0.0.1:${server.ports.http}`;
-  const call = async (method: string, path: string, auth: { id: string; token: string }, body?: unknown): Promise<Record<string, unknown>> => {
-    const headers: Record<string, string> = { accept: 'application/json', 'x-auth-id': auth.id, 'x-auth-token': auth.token };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await res.text();
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-    return text ? (JSON.parse(text) as Record<string, unknown>) : {};
-  };
-  const as = (a: Account) => ({ id: a.authId, token: a.authToken });
-  const waitCount = async (e: Endpoint, ok: (count: number) => boolean, want: string, timeoutMs: number): Promise<void> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const v = await call('GET', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account));
-      const count = Array.isArray(v.sip_registrations) ? v.sip_registrations.length : v.sip_registered === 'true' ? 1 : 0;
-      if (ok(count)) return;
-      if (Date.now() > deadline) throw new Error(`${e.username}: ${count} bindings, expected ${want}`);
-      await sleep(50);
-    }
-  };
-  let accounts = 0;
-  return {
-    server,
-    async newAccount() {
-      const r = await call('POST', '/api/v1/partner/accounts', PARTNER, {
-        name: `Proxy ${++accounts}`,
-        email: `proxy${accounts}@example.test`,
-        password: 'a-long-console-password',
-        country: 'IN',
-      });
-      return { authId: String(r.auth_id), authToken: String(r.auth_token), sipDomain: String(r.sip_domain) };
-    },
-    async newEndpoint(a, username, extra = {}) {
-      const password = `${username}-Secret-9`;
-      const r = await call('POST', `/api/v1/Account/${a.authId}/Endpoint/`, as(a), { username, password, ...extra });
-      return { account: a, endpointId: String(r.endpoint_id), username, password };
-    },
-    async updateEndpoint(e, patch) {
-      await call('POST', `/api/v1/Account/${e.account.authId}/Endpoint/${e.endpointId}/`, as(e.account), patch);
-    },
-    async newSubAccount(a, kycMode) {
-      const r = await call('POST', `/api/v1/Account/${a.authId}/Subaccount/`, as(a), { name: `sub-${kycMode}`, kyc_mode: kycMode });
-      return String(r.auth_id);
-    },
-    async newApplication(a) {
-      const r = await call('POST', `/api/v1/Account/${a.authId}/Application/`, as(a), { app_name: 'ivr', answer_url: 'https://app.example.test/answer' });
-      return String(r.app_id);
-    },
-    waitBindings: (e, n, timeoutMs = 5000) => waitCount(e, (c) => c >= n, `${n}`, timeoutMs),
-    waitBindingsAtMost: (e, n, timeoutMs = 5000) => waitCount(e, (c) => c <= n, `at most ${n}`, timeoutMs),
-    stop: () => server.stop().then(() => undefined),
-  };
-}
+export { sleep, startEdge, type Account, type Edge, type Endpoint, type Flags } from './edge.js';
+import type { Endpoint } from './edge.js';
 
 // --- SIPp -------------------------------------------------------------------------
 
