@@ -1,4 +1,5 @@
 // Start sip-edge (dist/main.js) for the bench and provision endpoints over its HTTP API.
+import { baseEnv } from '../../test/support/edge-process.mjs';
 import { join } from 'node:path';
 import { jsonLogLine, start, stop, waitFor } from './proc.mjs';
 
@@ -13,21 +14,20 @@ export const PARTNER_TOKEN = 'bench-partner-token-0123456789';
 export async function startEdge({ root, tmp, name, store, redisUrl, listeners = ['udp', 'tcp'], nodeArgs = [], env = {}, logLevel, node = process.execPath }) {
   const port = (t) => (listeners.includes(t) ? '0' : 'off');
   const logFile = join(tmp, `${name}.log`);
+  // The environment of the one launcher (test/support/edge-process.mjs); the process
+  // itself is started here because a benchmark wants its output written straight to
+  // a file (no work per log line in this process) and its niceness set (proc.mjs).
   const child = start(node, [...nodeArgs, join(root, 'dist/main.js')], {
     cwd: root,
     logFile,
     env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
+      ...baseEnv(),
       SIP_EDGE_CONFIG: '',
-      SIP_HOST: '127.0.0.1',
       SIP_UDP_PORT: port('udp'),
       SIP_TCP_PORT: port('tcp'),
       SIP_TLS_PORT: port('tls'),
       SIP_WS_PORT: port('ws'),
       SIP_WSS_PORT: port('wss'),
-      HTTP_HOST: '127.0.0.1',
-      HTTP_PORT: '0',
       ...(store === 'redis' ? { REDIS_URL: redisUrl } : {}),
       LOG_LEVEL: logLevel ?? process.env.BENCH_EDGE_LOG_LEVEL ?? 'info',
       SIP_DOMAIN: 'sip.localhost',

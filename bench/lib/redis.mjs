@@ -1,7 +1,6 @@
 // A private redis-server for the benchmark: loopback, free port, no persistence.
 import { createConnection } from 'node:net';
-import { join } from 'node:path';
-import { freePort, start, stop, waitFor } from './proc.mjs';
+import { startRedis as startServer } from '../../test/support/redis-server.mjs';
 
 /** Send one inline command and read one reply line (enough for PING/FLUSHALL/INFO sizes). */
 export function redisCommand(port, ...args) {
@@ -36,25 +35,25 @@ export function redisCommand(port, ...args) {
   });
 }
 
-export async function startRedis(tmp) {
-  const port = await freePort();
-  const child = start(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', tmp, '--protected-mode', 'no', '--loglevel', 'warning'],
-    { logFile: join(tmp, 'redis.log') },
-  );
-  await waitFor(async () => (await redisCommand(port, 'PING').catch(() => null)) === 'PONG', 10000, 'redis-server');
+/**
+ * A private redis-server for a benchmark run, started by the one Redis launcher of
+ * tests and benchmarks (test/support/redis-server.mjs), with the raw-socket
+ * helpers the bench uses on top. `tmp` is kept for the callers' signature.
+ */
+export async function startRedis(_tmp) {
+  const r = await startServer();
   return {
-    port,
-    url: (db = 0) => `redis://127.0.0.1:${port}/${db}`,
-    pid: child.pid,
-    child,
-    cmd: (...a) => redisCommand(port, ...a),
+    port: r.port,
+    url: (db = 0) => `${r.url}/${db}`,
+    get pid() {
+      return r.pid;
+    },
+    cmd: (...a) => redisCommand(r.port, ...a),
     async usedMemory() {
-      const info = await redisCommand(port, 'INFO', 'memory');
+      const info = await redisCommand(r.port, 'INFO', 'memory');
       return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0);
     },
-    stop: () => stop(child),
+    stop: () => r.stop(),
   };
 }
 

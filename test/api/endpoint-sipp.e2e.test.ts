@@ -6,7 +6,7 @@
  * username never comes back. On the embedded store and on a real redis-server.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { runSipp, type SippRun } from '../support/sipp.js';
 import { ISO_DATE_TIME, SIP_REGISTRATION_FIELDS, expectError, keys } from './shapes.js';

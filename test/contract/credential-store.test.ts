@@ -9,7 +9,7 @@ import type { CredentialStore, EndpointCredential } from '../../src/store/creden
 import { MemoryCredentialStore } from '../../src/store/credentials/memory.js';
 import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
 import { RedisCredentialStore, redisCredentialKey } from '../../src/store/credentials/redis.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startRedisCluster, type RedisClusterHandle } from '../support/redis-topologies.js';
 import { createRedisClient } from '../../src/store/redis/client.js';
 import { CachedCredentialStore } from '../../src/store/credentials/cache.js';

@@ -19,7 +19,7 @@ import {
 import { MemoryLocationStore } from '../../src/store/location/memory.js';
 import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
 import { RedisLocationStore, redisLocationKeys } from '../../src/store/location/redis.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startRedisCluster, type RedisClusterHandle } from '../support/redis-topologies.js';
 import { createRedisClient } from '../../src/store/redis/client.js';
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { authorize, registerMessage } from '../support/sip-client.js';
 import { provision, redisStores } from '../support/provision.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint, type UdpClient } from '../support/security.js';
 

@@ -13,7 +13,7 @@ import tls from 'node:tls';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { provision, redisStores } from '../support/provision.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { authorize, parseResponse, registerMessage, registerWithAuth, streamConn, wsConn, type SipConn } from '../support/sip-client.js';
 import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint } from '../support/security.js';

@@ -14,7 +14,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { getHeader } from '../../src/sip/headers.js';
 import { accountSipDomain, hashToken, newAuthId, newNumericId, type AccountRecord } from '../../src/store/directory/directory.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { TestUa, sleep, type Endpoint } from '../support/proxy-harness.js';
 
 const NONCE_SECRET = 'limits-test-nonce-secret-0123456789';

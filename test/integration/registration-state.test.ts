@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getHeader } from '../../src/sip/headers.js';
 import type { SipResponse } from '../../src/sip/message.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startEdge, TestUa, type Edge, type Endpoint } from '../support/proxy-harness.js';
 
 describe.each(['memory', 'redis'] as const)('registration state: several devices, disabled sub-accounts (%s store)', (kind) => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { runSipp, type SippRun } from '../support/sipp.js';
 import { endpoints, provision, redisStores, type TestEndpoint } from '../support/provision.js';

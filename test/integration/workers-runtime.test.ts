@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { createServer, type Server } from 'node:net';
 import { runServerUntilStopped, startServer, type ServerProcess } from '../support/server-process.js';
 import { endpoints, provision, redisStores } from '../support/provision.js';

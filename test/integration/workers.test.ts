@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { runServerUntilStopped, startServer, type ServerProcess } from '../support/server-process.js';
 import { endpoints, provision, redisStores } from '../support/provision.js';
 import { registerWithAuth, streamConn, udpConn } from '../support/sip-client.js';

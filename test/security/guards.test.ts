@@ -16,7 +16,7 @@ import { RedisAuthFailureStore } from '../../src/security/redis-auth-failure-sto
 import { RequestGate } from '../../src/security/request-gate.js';
 import { SourceRateLimiter } from '../../src/security/source-rate-limiter.js';
 import { TrustedAddresses } from '../../src/security/trusted-addresses.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { RedisEvents } from '../../src/store/redis/notices.js';
 
 const log = createLogger('silent');

@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authorize, registerMessage, type Resp } from '../support/sip-client.js';
 import { provision, redisStores } from '../support/provision.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { callId, metric, register, scrape, udpClient, type Endpoint, type UdpClient } from '../support/security.js';
 

@@ -17,7 +17,7 @@ import { MemoryCredentialStore } from '../../src/store/credentials/memory.js';
 import { MemoryLocationStore } from '../../src/store/location/memory.js';
 import { RedisCredentialStore } from '../../src/store/credentials/redis.js';
 import { RedisLocationStore } from '../../src/store/location/redis.js';
-import { startRedis, type RedisServerHandle } from './redis-server.js';
+import { startRedis, type RedisServerHandle } from './redis-server.mjs';
 
 export type StoreKind = 'memory' | 'redis';
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];

@@ -9,7 +9,7 @@ import dgram from 'node:dgram';
 import { getHeader, getHeaders, getListValues, parseNameAddr } from '../../src/sip/headers.js';
 import type { SipMessage, SipRequest, SipResponse } from '../../src/sip/message.js';
 import { parseMessage } from '../../src/sip/parser.js';
-import { authorize } from './sip-client.js';
+import { authorize, registerMessage } from './sip-client.js';
 import { runSipp } from './sipp.js';
 
 export { sleep, startEdge, type Account, type Edge, type Endpoint, type Flags } from './edge.js';
@@ -175,21 +175,18 @@ export class TestUa {
   async register(): Promise<number> {
     const callId = randomBytes(6).toString('hex');
     const msg = (auth: string | null): string =>
-      [
-        `REGISTER sip:${this.domain} SIP/2.0`,
-        `Via: SIP/2.0/UDP 127.0.0.1:${this.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
-        'Max-Forwards: 70',
-        `From: <${this.aor}>;tag=${callId}`,
-        `To: <${this.aor}>`,
-        `Call-ID: ${callId}`,
-        `CSeq: ${this.cseq++} REGISTER`,
-        `Contact: <sip:${this.user}@127.0.0.1:${this.port}>`,
-        `Expires: ${this.expires}`,
-        ...(auth ? [`Authorization: ${auth}`] : []),
-        'Content-Length: 0',
-        '',
-        '',
-      ].join('\r\n');
+      registerMessage({
+        transport: 'UDP',
+        user: this.user,
+        domain: this.domain,
+        viaHost: '127.0.0.1',
+        viaPort: this.port,
+        callId,
+        cseq: this.cseq++,
+        contacts: [`<sip:${this.user}@127.0.0.1:${this.port}>`],
+        expires: this.expires,
+        authorization: auth ?? undefined,
+      });
     const isReg = (m: SipMessage): boolean => m.kind === 'response' && getHeader(m, 'call-id') === callId;
     this.send(msg(null));
     const first = (await this.next(isReg)) as SipResponse;

@@ -1,9 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
+import { MAIN, ROOT, spawnEdge } from './edge-process.mjs';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const MAIN = `${ROOT}dist/main.js`;
+export { ROOT };
 
 export interface Ports {
   udp: number | null;
@@ -32,73 +30,14 @@ export interface ServerProcess {
  * `node`: the runtime binary (default: the one running the tests; see test/support/runtimes.ts).
  */
 export async function startServer(env: Record<string, string> = {}, timeoutMs = 15_000, node = process.execPath): Promise<ServerProcess> {
-  const child = spawn(node, [MAIN], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: process.env.HOME ?? '/root',
-      SIP_HOST: '127.0.0.1',
-      HTTP_HOST: '127.0.0.1',
-      SIP_UDP_PORT: '0',
-      SIP_TCP_PORT: '0',
-      SIP_TLS_PORT: '0',
-      SIP_WS_PORT: '0',
-      SIP_WSS_PORT: '0',
-      HTTP_PORT: '0',
-      LOG_LEVEL: 'info',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: Array<Record<string, unknown>> = [];
-  let text = '';
-  child.stderr?.on('data', (d: Buffer) => (text += d.toString()));
-  const rl = createInterface({ input: child.stdout! });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-
-  const ports = await new Promise<Ports>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not log "listening" within ${timeoutMs} ms:\n${text}`)), timeoutMs);
-    rl.on('line', (line) => {
-      text += line + '\n';
-      let o: Record<string, unknown>;
-      try {
-        o = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        return;
-      }
-      logs.push(o);
-      if (o.msg === 'listening') {
-        clearTimeout(timer);
-        resolve({
-          udp: o.udp as number | null,
-          tcp: o.tcp as number | null,
-          tls: o.tls as number | null,
-          ws: o.ws as number | null,
-          wss: o.wss as number | null,
-          http: o.http as number | null,
-        });
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited with ${code} before listening:\n${text}`));
-    });
-  });
-
+  const e = await spawnEdge({ env, timeoutMs, node });
   return {
-    pid: child.pid as number,
-    ports,
-    logs,
-    output: () => text,
-    child,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill(signal);
-      const t = setTimeout(() => child.kill('SIGKILL'), 8000);
-      const code = await exited;
-      clearTimeout(t);
-      return code;
-    },
+    pid: e.pid,
+    ports: e.ports,
+    logs: e.logs,
+    output: e.output,
+    child: e.child,
+    stop: (signal?: NodeJS.Signals) => e.stop(signal),
   };
 }
 

@@ -2,36 +2,31 @@
  * A real, throwaway `redis-server` for tests: its own free port, no persistence,
  * killed by PID when the test is done (and on process exit, as a last resort).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { freePort } from './ports.mjs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export interface RedisServerHandle {
-  /** `redis://127.0.0.1:<port>` */
-  readonly url: string;
-  readonly port: number;
-  /** PID of the running server, or null while stopped. */
-  readonly pid: number | null;
-  /** SIGTERM, wait for exit. Idempotent. */
-  stop(): Promise<void>;
-  /** SIGKILL (a crash: no goodbye to clients), wait for exit. Idempotent. */
-  kill9(): Promise<void>;
-  /** Stop if running, then start again on the same port (empty: nothing is persisted). */
-  restart(): Promise<void>;
-  /** Start again on the same port after stop()/kill9(). */
-  start(): Promise<void>;
-}
+/**
+ * @typedef {object} RedisServerHandle
+ * @property {string} url `redis://127.0.0.1:<port>`
+ * @property {number} port
+ * @property {number|null} pid PID of the running server, or null while stopped
+ * @property {() => Promise<void>} stop SIGTERM, wait for exit; idempotent
+ * @property {() => Promise<void>} kill9 SIGKILL (a crash: no goodbye to clients), wait for exit; idempotent
+ * @property {() => Promise<void>} restart stop if running, then start again on the same port (empty: nothing is persisted)
+ * @property {() => Promise<void>} start start again on the same port after stop()/kill9()
+ */
 
 const REDIS_SERVER = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server';
 const START_TIMEOUT_MS = 10_000;
 
 /** Every server this process started and has not yet seen exit: killed on exit. */
-const running = new Set<ChildProcess>();
+const running = new Set();
 let exitHookInstalled = false;
-function installExitHook(): void {
+function installExitHook() {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   // 'exit' handlers must be synchronous; kill() is. This catches a test run that
@@ -42,11 +37,11 @@ function installExitHook(): void {
 }
 
 /** One PING over a raw socket; true on +PONG. */
-function pingOnce(port: number): Promise<boolean> {
+function pingOnce(port) {
   return new Promise((resolve) => {
     const s = createConnection({ host: '127.0.0.1', port });
     let buf = '';
-    const done = (ok: boolean): void => {
+    const done = (ok) => {
       s.destroy();
       resolve(ok);
     };
@@ -60,23 +55,23 @@ function pingOnce(port: number): Promise<boolean> {
   });
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function waitForClose(c: ChildProcess): Promise<void> {
+function waitForClose(c) {
   if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => c.once('exit', () => resolve()));
 }
 
 /** Start a fresh redis-server on a free port; resolves once it answers PING. */
-export async function startRedis(): Promise<RedisServerHandle> {
+export async function startRedis() {
   installExitHook();
   const port = await freePort();
   // Its own working dir, so nothing (not even a failed dump) lands in the repo.
   const dir = mkdtempSync(join(tmpdir(), 'sipedge-redis-'));
-  let child: ChildProcess | null = null;
+  let child = null;
   let log = '';
 
-  const start = async (): Promise<void> => {
+  const start = async () => {
     if (child !== null) throw new Error('redis-server already running');
     log = '';
     mkdirSync(dir, { recursive: true }); // stop() removed it
@@ -88,7 +83,7 @@ export async function startRedis(): Promise<RedisServerHandle> {
     child = c;
     running.add(c);
     // Keep the tail of its output for the error message, and keep the pipes drained.
-    const keep = (d: Buffer): void => {
+    const keep = (d) => {
       log = (log + d.toString()).slice(-4000);
     };
     c.stdout?.on('data', keep);
@@ -97,7 +92,7 @@ export async function startRedis(): Promise<RedisServerHandle> {
       running.delete(c);
       if (child === c) child = null;
     });
-    let spawnError: Error | null = null;
+    let spawnError = null;
     c.once('error', (e) => {
       spawnError = e;
     });
@@ -117,7 +112,7 @@ export async function startRedis(): Promise<RedisServerHandle> {
     }
   };
 
-  const kill = async (signal: NodeJS.Signals): Promise<void> => {
+  const kill = async (signal) => {
     const c = child;
     if (c === null) return;
     c.kill(signal);
