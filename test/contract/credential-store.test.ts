@@ -9,9 +9,8 @@ import type { CredentialStore, EndpointCredential } from '../../src/store/creden
 import { MemoryCredentialStore } from '../../src/store/credentials/memory.js';
 import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
 import { RedisCredentialStore, redisCredentialKey } from '../../src/store/credentials/redis.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
-import { startRedisCluster, type RedisClusterHandle } from '../support/redis-topologies.js';
-import { createRedisClient } from '../../src/store/redis/client.js';
+import { startRedis } from '../support/redis-server.mjs';
+import { redisBackends } from '../support/redis-backends.js';
 import { CachedCredentialStore } from '../../src/store/credentials/cache.js';
 import { RedisEvents } from '../../src/store/redis/notices.js';
 import { createLogger } from '../../src/logger.js';
@@ -20,7 +19,7 @@ const silent = createLogger('silent');
 
 /** A cached store as app.ts builds it on Redis: its own connection and subscriber; close() ends both. */
 function cachedStore(url: string): CachedCredentialStore & { events: RedisEvents } {
-  const redis = connect(url);
+  const redis = rb.connect(url);
   const events = new RedisEvents(redis, silent);
   const store = new CachedCredentialStore(new RedisCredentialStore(redis, { closeConnection: true }), events);
   const close = store.close.bind(store);
@@ -42,39 +41,7 @@ const cred = (id: string): EndpointCredential => ({
   ha1Sha256: `${id}`.padEnd(64, 'f'),
 });
 
-let server: RedisServerHandle;
-let admin: Redis;
-const clients: Array<Redis | Cluster> = [];
-
-function connect(url: string): Redis {
-  const r = new Redis(url, { ...REDIS_STORE_CLIENT_OPTIONS });
-  // A listener, so connection errors are never unhandled 'error' events.
-  r.on('error', () => {});
-  clients.push(r);
-  return r;
-}
-
-let cluster: RedisClusterHandle;
-let clusterAdmin: Cluster;
-
-beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
-  admin = connect(server.url);
-  clusterAdmin = connectCluster();
-});
-
-afterAll(async () => {
-  for (const c of clients) c.disconnect();
-  await Promise.all([server?.stop(), cluster?.stop()]);
-});
-
-/** A client of the 3-master cluster, as the server builds it from REDIS_CLUSTER_NODES. */
-function connectCluster(): Cluster {
-  const c = createRedisClient({ kind: 'cluster', nodes: cluster.urls }, { ...REDIS_STORE_CLIENT_OPTIONS }) as Cluster;
-  c.on('error', () => {});
-  clients.push(c);
-  return c;
-}
+const rb = redisBackends();
 
 interface Kind {
   name: string;
@@ -86,23 +53,23 @@ const kinds: Kind[] = [
   { name: 'MemoryCredentialStore', create: () => new MemoryCredentialStore(), reset: async () => {} },
   {
     name: 'RedisCredentialStore',
-    create: () => new RedisCredentialStore(connect(server.url), { closeConnection: true }),
+    create: () => new RedisCredentialStore(rb.connect(rb.server.url), { closeConnection: true }),
     reset: async () => {
-      await admin.flushdb();
+      await rb.admin.flushdb();
     },
   },
   {
     name: 'RedisCredentialStore on a 3-master Redis Cluster',
-    create: () => new RedisCredentialStore(connectCluster(), { closeConnection: true }),
+    create: () => new RedisCredentialStore(rb.connectCluster(), { closeConnection: true }),
     reset: async () => {
-      await Promise.all(clusterAdmin.nodes('master').map((n) => n.flushdb()));
+      await rb.flushCluster();
     },
   },
   {
     name: 'CachedCredentialStore over Redis',
-    create: () => cachedStore(server.url),
+    create: () => cachedStore(rb.server.url),
     reset: async () => {
-      await admin.flushdb();
+      await rb.admin.flushdb();
     },
   },
 ];
@@ -171,8 +138,8 @@ describe.each(kinds)('$name (CredentialStore contract)', (kind) => {
 describe('RedisCredentialStore on a real Redis', () => {
   let store: RedisCredentialStore;
   beforeEach(async () => {
-    await admin.flushdb();
-    store = new RedisCredentialStore(connect(server.url), { closeConnection: true });
+    await rb.admin.flushdb();
+    store = new RedisCredentialStore(rb.connect(rb.server.url), { closeConnection: true });
   });
   afterEach(async () => {
     await store.close();
@@ -182,22 +149,22 @@ describe('RedisCredentialStore on a real Redis', () => {
     await store.put(D1, 'alice', cred('ep-1'));
     const key = redisCredentialKey(D1, 'alice');
     expect(key).toBe('sipedge:cred:{acme.sip.localhost}:alice');
-    expect(await admin.hgetall(key)).toEqual(cred('ep-1'));
-    expect(await admin.pttl(key)).toBe(-1);
+    expect(await rb.admin.hgetall(key)).toEqual(cred('ep-1'));
+    expect(await rb.admin.pttl(key)).toBe(-1);
   });
 
   it('treats a partial hash as no credential', async () => {
-    await admin.hset(redisCredentialKey(D1, 'alice'), 'endpointId', 'ep-1', 'ha1Md5', 'a'.repeat(32));
+    await rb.admin.hset(redisCredentialKey(D1, 'alice'), 'endpointId', 'ep-1', 'ha1Md5', 'a'.repeat(32));
     expect(await store.get(D1, 'alice')).toBeNull();
   });
 
   it('honours a custom prefix', async () => {
-    const other = new RedisCredentialStore(connect(server.url), { prefix: 'blue:', closeConnection: true });
+    const other = new RedisCredentialStore(rb.connect(rb.server.url), { prefix: 'blue:', closeConnection: true });
     try {
       await other.put(D1, 'alice', cred('ep-9'));
       expect(await store.get(D1, 'alice')).toBeNull();
       expect(await other.get(D1, 'alice')).toEqual(cred('ep-9'));
-      expect(await admin.exists('blue:cred:{acme.sip.localhost}:alice')).toBe(1);
+      expect(await rb.admin.exists('blue:cred:{acme.sip.localhost}:alice')).toBe(1);
     } finally {
       await other.close();
     }
@@ -228,9 +195,9 @@ describe('CachedCredentialStore: two processes, one Redis', () => {
   let a: ReturnType<typeof cachedStore>;
   let b: ReturnType<typeof cachedStore>;
   beforeEach(async () => {
-    await admin.flushdb();
-    a = cachedStore(server.url);
-    b = cachedStore(server.url);
+    await rb.admin.flushdb();
+    a = cachedStore(rb.server.url);
+    b = cachedStore(rb.server.url);
     await waitUntil(() => a.events.complete && b.events.complete);
   });
   afterEach(async () => {
@@ -273,10 +240,10 @@ describe('CachedCredentialStore: two processes, one Redis', () => {
     expect(await b.get(D1, 'alice')).toEqual(cred('ep-1'));
     expect(b.size).toBe(1);
     // Cut b's subscriber connection: notices published meanwhile would be lost.
-    await admin.client('KILL', 'TYPE', 'pubsub');
+    await rb.admin.client('KILL', 'TYPE', 'pubsub');
     await waitUntil(() => !b.events.complete || b.size === 0);
     // A write by someone who bypasses notices (the worst case) is still read while incomplete.
-    await admin.hset(redisCredentialKey(D1, 'alice'), 'ha1Md5', 'e'.repeat(32));
+    await rb.admin.hset(redisCredentialKey(D1, 'alice'), 'ha1Md5', 'e'.repeat(32));
     if (!b.events.complete) expect((await b.get(D1, 'alice'))?.ha1Md5).toBe('e'.repeat(32));
     await waitUntil(() => b.events.complete);
     expect(b.size).toBe(0);

@@ -19,9 +19,8 @@ import {
 import { MemoryLocationStore } from '../../src/store/location/memory.js';
 import { REDIS_STORE_CLIENT_OPTIONS } from '../../src/store/redis/client.js';
 import { RedisLocationStore, redisLocationKeys } from '../../src/store/location/redis.js';
-import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
-import { startRedisCluster, type RedisClusterHandle } from '../support/redis-topologies.js';
-import { createRedisClient } from '../../src/store/redis/client.js';
+import { startRedis } from '../support/redis-server.mjs';
+import { redisBackends } from '../support/redis-backends.js';
 
 const ALICE: Aor = { domain: 'acme.sip.localhost', user: 'alice' };
 const BOB: Aor = { domain: 'acme.sip.localhost', user: 'bob' };
@@ -72,39 +71,7 @@ const keys = (bs: Binding[]): string[] => bs.map((b) => b.key);
 // One redis-server for the whole file; every client gets an 'error' listener so a
 // connection error is recorded, never an unhandled event.
 
-let server: RedisServerHandle;
-let admin: Redis;
-const clients: Array<Redis | Cluster> = [];
-const clientErrors: Error[] = [];
-
-function connect(url: string, opts: RedisOptions = {}): Redis {
-  const r = new Redis(url, { ...REDIS_STORE_CLIENT_OPTIONS, ...opts });
-  r.on('error', (e: Error) => clientErrors.push(e));
-  clients.push(r);
-  return r;
-}
-
-let cluster: RedisClusterHandle;
-let clusterAdmin: Cluster;
-
-beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
-  admin = connect(server.url);
-  clusterAdmin = connectCluster();
-});
-
-afterAll(async () => {
-  for (const c of clients) c.disconnect();
-  await Promise.all([server?.stop(), cluster?.stop()]);
-});
-
-/** A client of the 3-master cluster, as the server builds it from REDIS_CLUSTER_NODES. */
-function connectCluster(): Cluster {
-  const c = createRedisClient({ kind: 'cluster', nodes: cluster.urls }, { ...REDIS_STORE_CLIENT_OPTIONS }) as Cluster;
-  c.on('error', () => {});
-  clients.push(c);
-  return c;
-}
+const rb = redisBackends();
 
 interface Kind {
   name: string;
@@ -116,16 +83,16 @@ const kinds: Kind[] = [
   { name: 'MemoryLocationStore', create: () => new MemoryLocationStore(), reset: async () => {} },
   {
     name: 'RedisLocationStore',
-    create: () => new RedisLocationStore(connect(server.url), { closeConnection: true }),
+    create: () => new RedisLocationStore(rb.connect(rb.server.url), { closeConnection: true }),
     reset: async () => {
-      await admin.flushdb();
+      await rb.admin.flushdb();
     },
   },
   {
     name: 'RedisLocationStore on a 3-master Redis Cluster',
-    create: () => new RedisLocationStore(connectCluster(), { closeConnection: true }),
+    create: () => new RedisLocationStore(rb.connectCluster(), { closeConnection: true }),
     reset: async () => {
-      await Promise.all(clusterAdmin.nodes('master').map((n) => n.flushdb()));
+      await rb.flushCluster();
     },
   },
 ];
@@ -497,8 +464,8 @@ describe('RedisLocationStore on a real Redis', () => {
   const K = redisLocationKeys(ALICE);
 
   beforeEach(async () => {
-    await admin.flushdb();
-    redis = connect(server.url);
+    await rb.admin.flushdb();
+    redis = rb.connect(rb.server.url);
     store = new RedisLocationStore(redis, { closeConnection: true });
   });
   afterEach(async () => {
@@ -510,12 +477,12 @@ describe('RedisLocationStore on a real Redis', () => {
     const w = write('k1', now + HOUR);
     await store.register(ALICE, op(now, 1, { writes: [w] }));
     expect(K).toEqual({ bindings: 'sipedge:loc:{acme.sip.localhost}:alice', index: 'sipedge:locidx:{acme.sip.localhost}' });
-    const h = await admin.hgetall(K.bindings);
+    const h = await rb.admin.hgetall(K.bindings);
     expect(Object.keys(h)).toEqual(['k1']);
     expect(JSON.parse(h.k1!)).toEqual({ ...w, updatedAt: now });
-    expect(await admin.zscore(K.index, 'alice')).toBe(String(now + HOUR));
-    expect(await admin.type(K.bindings)).toBe('hash');
-    expect(await admin.type(K.index)).toBe('zset');
+    expect(await rb.admin.zscore(K.index, 'alice')).toBe(String(now + HOUR));
+    expect(await rb.admin.type(K.bindings)).toBe('hash');
+    expect(await rb.admin.type(K.index)).toBe('zset');
   });
 
   it('refreshes the key TTL and the index on every accepted REGISTER, and not on a rejected one', async () => {
@@ -526,85 +493,85 @@ describe('RedisLocationStore on a real Redis', () => {
       expect(pttl).toBeLessThanOrEqual(want);
       expect(pttl).toBeGreaterThan(want - 2000);
     };
-    near(await admin.pttl(K.bindings), MIN + margin);
-    near(await admin.pttl(K.index), MIN + margin);
-    expect(await admin.zscore(K.index, 'alice')).toBe(String(now + MIN));
+    near(await rb.admin.pttl(K.bindings), MIN + margin);
+    near(await rb.admin.pttl(K.index), MIN + margin);
+    expect(await rb.admin.zscore(K.index, 'alice')).toBe(String(now + MIN));
 
     // Longer expiry: TTL and index score grow.
     await store.register(ALICE, op(now, 2, { writes: [write('k1', now + HOUR, { cseq: 2 })] }));
-    near(await admin.pttl(K.bindings), HOUR + margin);
-    expect(await admin.zscore(K.index, 'alice')).toBe(String(now + HOUR));
+    near(await rb.admin.pttl(K.bindings), HOUR + margin);
+    expect(await rb.admin.zscore(K.index, 'alice')).toBe(String(now + HOUR));
 
     // Simulate a decayed TTL; the next accepted REGISTER must restore it even though
     // the latest expiry is unchanged (peers lost bindings by skipping this).
-    await admin.pexpire(K.bindings, 5000);
-    await admin.pexpire(K.index, 5000);
+    await rb.admin.pexpire(K.bindings, 5000);
+    await rb.admin.pexpire(K.index, 5000);
     await store.register(ALICE, op(now, 3, { writes: [write('k2', now + MIN, { cseq: 3 })] }));
-    near(await admin.pttl(K.bindings), HOUR + margin);
-    near(await admin.pttl(K.index), HOUR + margin);
+    near(await rb.admin.pttl(K.bindings), HOUR + margin);
+    near(await rb.admin.pttl(K.index), HOUR + margin);
 
     // A rejected REGISTER changes nothing, the TTL included.
-    await admin.pexpire(K.bindings, 5000);
+    await rb.admin.pexpire(K.bindings, 5000);
     const r = await store.register(ALICE, op(now, 1, { writes: [write('k1', now + 2 * HOUR)] }));
     expect(r).toMatchObject({ ok: false, code: 'OUT_OF_ORDER' });
-    expect(await admin.pttl(K.bindings)).toBeLessThanOrEqual(5000);
+    expect(await rb.admin.pttl(K.bindings)).toBeLessThanOrEqual(5000);
     const tooMany = await store.register(ALICE, op(now, 9, { maxContacts: 2, writes: [write('k3', now + HOUR, { cseq: 9 })] }));
     expect(tooMany).toMatchObject({ ok: false, code: 'TOO_MANY' });
-    expect(await admin.pttl(K.bindings)).toBeLessThanOrEqual(5000);
+    expect(await rb.admin.pttl(K.bindings)).toBeLessThanOrEqual(5000);
 
     // Shorter latest expiry: TTL and score follow it down.
     await store.register(ALICE, op(now, 10, { writes: [write('k1', now + MIN, { cseq: 10 })], removes: ['k2'] }));
-    near(await admin.pttl(K.bindings), MIN + margin);
-    expect(await admin.zscore(K.index, 'alice')).toBe(String(now + MIN));
+    near(await rb.admin.pttl(K.bindings), MIN + margin);
+    expect(await rb.admin.zscore(K.index, 'alice')).toBe(String(now + MIN));
   });
 
   it('keeps the account index at each user\'s latest live expiry through removes', async () => {
     const now = Date.now();
     await store.register(ALICE, op(now, 1, { writes: [write('k1', now + HOUR), write('k2', now + MIN)] }));
     await store.register(BOB, op(now, 1, { writes: [write('b1', now + 2 * HOUR)] }));
-    expect(await admin.zrange(K.index, 0, -1, 'WITHSCORES')).toEqual(['alice', String(now + HOUR), 'bob', String(now + 2 * HOUR)]);
+    expect(await rb.admin.zrange(K.index, 0, -1, 'WITHSCORES')).toEqual(['alice', String(now + HOUR), 'bob', String(now + 2 * HOUR)]);
     await store.removeKeys(ALICE, ['k1']);
-    expect(await admin.zscore(K.index, 'alice')).toBe(String(now + MIN));
+    expect(await rb.admin.zscore(K.index, 'alice')).toBe(String(now + MIN));
     await store.removeKeys(ALICE, ['k2']);
-    expect(await admin.zscore(K.index, 'alice')).toBeNull();
-    expect(await admin.exists(K.bindings)).toBe(0);
+    expect(await rb.admin.zscore(K.index, 'alice')).toBeNull();
+    expect(await rb.admin.exists(K.bindings)).toBe(0);
     await store.removeAll(BOB);
-    expect(await admin.exists(K.index, redisLocationKeys(BOB).bindings)).toBe(0);
+    expect(await rb.admin.exists(K.index, redisLocationKeys(BOB).bindings)).toBe(0);
   });
 
   it('drops users whose bindings all expired from the index on the next REGISTER of the account', async () => {
     const now = Date.now();
     await store.register(BOB, op(now, 1, { writes: [write('b1', now + MIN)] }));
     await store.register(ALICE, op(now + MIN, 1, { writes: [write('k1', now + 2 * MIN)] }));
-    expect(await admin.zrange(K.index, 0, -1)).toEqual(['alice']);
+    expect(await rb.admin.zrange(K.index, 0, -1)).toEqual(['alice']);
   });
 
   it('deletes expired bindings it meets and skips corrupt values, which read as absent', async () => {
     const now = Date.now();
     await store.register(ALICE, op(now, 1, { writes: [write('old', now + MIN)] }));
-    await admin.hset(K.bindings, 'junk', 'not json', 'half', JSON.stringify({ key: 'half', expiresAt: now + HOUR }));
+    await rb.admin.hset(K.bindings, 'junk', 'not json', 'half', JSON.stringify({ key: 'half', expiresAt: now + HOUR }));
     expect(await store.lookup(ALICE, now)).toMatchObject([{ key: 'old' }]);
     const r = await store.register(ALICE, op(now + MIN, 2, { writes: [write('new', now + HOUR, { cseq: 2 })] }));
     expect(keys(r.bindings)).toEqual(['new']);
-    expect(Object.keys(await admin.hgetall(K.bindings))).toEqual(['new']);
+    expect(Object.keys(await rb.admin.hgetall(K.bindings))).toEqual(['new']);
   });
 
   it('hides an expired binding on read before Redis has dropped the key', async () => {
     const now = Date.now();
     await store.register(ALICE, op(now, 1, { writes: [write('k1', now + 1000)] }));
     await sleep(1500);
-    expect(await admin.exists(K.bindings)).toBe(1); // TTL = expiry + margin: still there
+    expect(await rb.admin.exists(K.bindings)).toBe(1); // TTL = expiry + margin: still there
     expect(await store.lookup(ALICE)).toEqual([]);
   });
 
   it('register is exactly one round trip: a single EVALSHA (seen by MONITOR), the TTL refresh inside it', async () => {
     const now = Date.now();
     await store.register(ALICE, op(now, 1, { writes: [write('k0', now + HOUR)] })); // script cached
-    const mon = await admin.monitor();
-    mon.on('error', (e: Error) => clientErrors.push(e));
+    const mon = await rb.admin.monitor();
+    mon.on('error', (e: Error) => rb.clientErrors.push(e));
     const events: Array<{ args: string[]; source: string }> = [];
     mon.on('monitor', (_time: string, args: string[], source: string) => events.push({ args, source }));
-    const marker = connect(server.url);
+    const marker = rb.connect(rb.server.url);
     const waitFor = async (tag: string): Promise<void> => {
       await marker.echo(tag);
       const deadline = Date.now() + 5000;
@@ -632,16 +599,16 @@ describe('RedisLocationStore on a real Redis', () => {
   it('recovers when Redis lost its script cache (NOSCRIPT → EVAL)', async () => {
     const now = Date.now();
     await store.register(ALICE, op(now, 1, { writes: [write('k1', now + HOUR)] }));
-    await admin.script('FLUSH');
+    await rb.admin.script('FLUSH');
     const r = await store.register(ALICE, op(now, 2, { writes: [write('k2', now + HOUR, { cseq: 2 })] }));
     expect(keys(r.bindings)).toEqual(['k1', 'k2']);
     expect(await store.removeKeys(ALICE, ['k1'])).toBe(1);
-    await admin.script('FLUSH');
+    await rb.admin.script('FLUSH');
     expect(await store.removeAll(ALICE)).toBe(1);
   });
 
   it('keeps stores with different prefixes apart, countLive included', async () => {
-    const other = new RedisLocationStore(connect(server.url), { prefix: 'tenant*2:', closeConnection: true });
+    const other = new RedisLocationStore(rb.connect(rb.server.url), { prefix: 'tenant*2:', closeConnection: true });
     try {
       const now = Date.now();
       await store.register(ALICE, op(now, 1, { writes: [write('k1', now + HOUR)] }));
@@ -650,7 +617,7 @@ describe('RedisLocationStore on a real Redis', () => {
       expect(keys(await other.lookup(ALICE))).toEqual(['x1', 'x2']);
       expect(await store.countLive()).toEqual({ udp: 0, tcp: 1, tls: 0, ws: 0, wss: 0 });
       expect(await other.countLive()).toEqual({ udp: 0, tcp: 0, tls: 0, ws: 2, wss: 0 });
-      expect(await admin.exists('tenant*2:loc:{acme.sip.localhost}:alice')).toBe(1);
+      expect(await rb.admin.exists('tenant*2:loc:{acme.sip.localhost}:alice')).toBe(1);
     } finally {
       await other.close();
     }
@@ -659,7 +626,7 @@ describe('RedisLocationStore on a real Redis', () => {
   it('countLive walks more keys than one SCAN batch', async () => {
     const now = Date.now();
     const n = 1200;
-    const p = admin.pipeline();
+    const p = rb.admin.pipeline();
     for (let i = 0; i < n; i++) {
       const b = { ...write(`k${i}`, now + HOUR, { transport: i % 2 ? 'udp' : 'ws' }), updatedAt: now };
       p.hset(redisLocationKeys({ domain: `d${i % 7}.sip.localhost`, user: `u${i}` }).bindings, b.key, JSON.stringify(b));
@@ -670,7 +637,7 @@ describe('RedisLocationStore on a real Redis', () => {
 
   it('rejects with StoreUnavailableError while Redis is down, never crashes, and works again after restart', async () => {
     const own = await startRedis();
-    const r = connect(own.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    const r = rb.connect(own.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     const s = new RedisLocationStore(r, { pingTimeoutMs: 300, closeConnection: true });
     try {
       await waitUntil(() => r.status === 'ready'); // no offline queue: wait for the connection
@@ -697,13 +664,13 @@ describe('RedisLocationStore on a real Redis', () => {
   });
 
   it('close() leaves the connection to its owner by default', async () => {
-    const owned = connect(server.url);
+    const owned = rb.connect(rb.server.url);
     await new RedisLocationStore(owned).close();
     expect(await owned.ping()).toBe('PONG');
   });
 
   it('close() with closeConnection is idempotent and safe on a connection another store already closed', async () => {
-    const shared = connect(server.url);
+    const shared = rb.connect(rb.server.url);
     await shared.ping();
     const a = new RedisLocationStore(shared, { closeConnection: true });
     const b = new RedisLocationStore(shared, { closeConnection: true });
@@ -714,7 +681,7 @@ describe('RedisLocationStore on a real Redis', () => {
   });
 
   it('refuses an ioredis client with keyPrefix, naming the option to use', () => {
-    const r = connect(server.url, { keyPrefix: 'x:', lazyConnect: true });
+    const r = rb.connect(rb.server.url, { keyPrefix: 'x:', lazyConnect: true });
     expect(() => new RedisLocationStore(r)).toThrow(/prefix/);
   });
 });
