@@ -62,7 +62,7 @@ export interface App {
 }
 
 /**
- * Composition root: builds and wires every layer (STYLE.md: layers meet through
+ * Composition root: builds and wires every layer (docs/design.md "Layers": layers meet through
  * small interfaces, wired only here).
  */
 export function createApp(config: Readonly<Config>, log: Logger): App {
@@ -230,7 +230,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
 
   /**
    * An endpoint's bindings were removed by the API (password change, delete): its
-   * TCP/TLS/WS flows close unless another endpoint still uses them (DESIGN.md).
+   * TCP/TLS/WS flows close unless another endpoint still uses them (docs/design.md).
    */
   const onEndpointRemoved = (aor: Aor): void => {
     registrar.endpointRemoved(aor);

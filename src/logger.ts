@@ -4,7 +4,7 @@ export type { Logger };
 
 /**
  * Paths pino removes from every log object: credentials never reach the logs
- * (DESIGN.md "Credentials never appear in logs").
+ * (docs/design.md "Credentials never appear in logs").
  */
 export const REDACT_PATHS = [
   'password',

@@ -106,7 +106,7 @@ async function main(): Promise<void> {
   });
 }
 
-/** The one start-up line scripts and tests read ports from (DESIGN.md "Operator interface"). */
+/** The one start-up line scripts and tests read ports from (docs/design.md "Operator interface"). */
 function logListening(config: Readonly<Config>, log: Logger, ports: PortsLine, workers: number): void {
   log.info(
     {

@@ -78,7 +78,7 @@ const createBody = {
 
 const LOCKED = 'is locked after creation; create a new endpoint and delete the old one';
 
-/** Fields an update may not name, with why (DESIGN.md: 400 naming each locked field). */
+/** Fields an update may not name, with why (docs/design.md: 400 naming each locked field). */
 const LOCKED_FIELDS = {
   username: LOCKED,
   endpoint_id: LOCKED,

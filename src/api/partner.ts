@@ -1,6 +1,6 @@
 /**
  * The partner API (spec "Partner operations"): how customer accounts come to
- * exist (DESIGN.md). Partners are configured by the operator (config.partners).
+ * exist (docs/design.md). Partners are configured by the operator (config.partners).
  *
  * - `POST /api/v1/partner/login` exchanges a partner's email and password for a
  *   Bearer token (HS256 JWT, valid one hour); it is the one

@@ -13,7 +13,7 @@ export interface TimerSettings {
 
 export const DEFAULT_TIMERS: Readonly<TimerSettings> = Object.freeze({ t1: 500, t2: 4000, t4: 5000 });
 
-/** A timer that never keeps the process alive (STYLE.md rule 9). */
+/** A timer that never keeps the process alive (docs/design.md "Layers": background work never holds the process). */
 export function unrefTimer(fn: () => void, ms: number): NodeJS.Timeout {
   const t = setTimeout(fn, ms);
   t.unref();

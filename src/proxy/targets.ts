@@ -2,7 +2,7 @@ import type { SipUri } from '../sip/message.js';
 
 /**
  * How the edge reads a Request-URI (pure). Account SIP domains are
- * `<auth_id lower-cased>.<sipDomain>` (DESIGN.md); an account's applications
+ * `<auth_id lower-cased>.<sipDomain>` (docs/design.md); an account's applications
  * are `sip:<app_id>@app.<account domain>` (the Application resource's
  * `sip_uri`); telephone numbers are `tel:` URIs, `user=phone` SIP URIs
  * (RFC 3261 §19.1.6) or a user part of digits.

@@ -118,7 +118,7 @@ function qValue(c: NameAddr): number | null {
 }
 
 /**
- * A binding's identity (DESIGN.md "Storage"): +sip.instance with reg-id when the
+ * A binding's identity (docs/design.md "Storage"): +sip.instance with reg-id when the
  * contact carries them (RFC 5626 §6), else the Contact URI. RFC 3261 §10.3 step
  * 7 compares URIs by §19.1.4 rules; scheme and host compare case-insensitively.
  */

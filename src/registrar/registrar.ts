@@ -193,7 +193,7 @@ export class Registrar {
 
   /**
    * A TCP/TLS/WS flow closed: its bindings can never be reached again
-   * (DESIGN.md), so they are removed at once. Bindings of the same AOR that moved
+   * (docs/design.md), so they are removed at once. Bindings of the same AOR that moved
    * to another flow are kept.
    */
   async flowClosed(connId: string): Promise<void> {

@@ -1,5 +1,5 @@
 /**
- * Rules every route follows (DESIGN.md "Choices where the spec leaves room" and
+ * Rules every route follows (docs/design.md "Choices where the spec leaves room" and
  * spec "Authentication", "Limits"): Accept and Content-Type, request ids,
  * authentication failures, rate limits, unknown routes, and credentials that
  * never reach the logs.

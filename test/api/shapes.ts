@@ -1,6 +1,6 @@
 /**
  * Exact field sets and types of the API's bodies, from the spec's tables
- * (shared/spec/interface-spec.md) and the additive fields docs/api.md names.
+ * (the platform interface specification) and the additive fields docs/api.md names.
  */
 import { expect } from 'vitest';
 

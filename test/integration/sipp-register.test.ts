@@ -84,7 +84,7 @@ describe('SIPp REGISTER against the server on Redis', () => {
     expect(sample[0].connId).toMatch(/^tcp-/);
     expect(sample[0].expiresAt).toBeGreaterThan(Date.now() + 3500_000);
     ok(await running, 1000, true);
-    // DESIGN.md: a binding whose TCP flow closed can never be reached, so it is removed at once.
+    // docs/design.md: a binding whose TCP flow closed can never be reached, so it is removed at once.
     let after = -1;
     for (let i = 0; i < 20 && after !== 0; i++) {
       await new Promise((r) => setTimeout(r, 100));

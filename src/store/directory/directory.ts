@@ -314,7 +314,7 @@ export function newNumericId(): string {
   return randomString('123456789', 1) + randomString('0123456789', 14);
 }
 
-/** The SIP domain of an account (DESIGN.md "Domain model"). */
+/** The SIP domain of an account (docs/design.md "Domain model"). */
 export function accountSipDomain(authId: string, sipDomain: string): string {
   return `${authId.toLowerCase()}.${sipDomain}`;
 }
