@@ -4,6 +4,7 @@
  * per account, in Redis when configured (shared by every node) or in this
  * process.
  */
+import { DEFAULTS } from '../config.js';
 
 export interface CallLimits {
   /** New calls per second. A limit of 0 admits none. */
@@ -34,7 +35,7 @@ export interface CallLimiterOptions {
   maxCallDurationMs?: number;
 }
 
-export const DEFAULT_MAX_CALL_DURATION_MS = 4 * 3600_000;
+export const DEFAULT_MAX_CALL_DURATION_MS = DEFAULTS.maxCallDuration * 1000;
 
 /** One process's counters (the embedded default, without Redis). */
 export class MemoryCallLimiter implements CallLimiter {

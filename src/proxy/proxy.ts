@@ -18,7 +18,7 @@ import type { CredentialStore } from '../store/credentials/credentials.js';
 import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
 import type { Binding, LocationStore } from '../store/location/location.js';
 import type { SipTransportName } from '../transport/types.js';
-import type { CallLimiter } from './call-limiter.js';
+import { DEFAULT_MAX_CALL_DURATION_MS, type CallLimiter } from './call-limiter.js';
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
@@ -107,7 +107,7 @@ export class SipProxy implements RequestProcessor {
     this.log = opts.log;
     this.gateway = opts.outboundGatewayUri ? parseUri(opts.outboundGatewayUri) : null;
     this.appServer = opts.appServerUri ? parseUri(opts.appServerUri) : null;
-    this.maxCallMs = opts.maxCallDurationMs ?? 4 * 3600_000;
+    this.maxCallMs = opts.maxCallDurationMs ?? DEFAULT_MAX_CALL_DURATION_MS;
   }
 
   accepts(ctx: IncomingRequest): boolean {

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { DEFAULTS } from '../config.js';
 import tls from 'node:tls';
 import type { Logger } from '../logger.js';
 import { StreamFramer, type FrameEvent } from './framer.js';
@@ -49,8 +50,8 @@ export class StreamTransport implements Transport {
     private readonly sink: MessageSink,
     private readonly log: Logger,
   ) {
-    this.headerMs = (opts.headerTimeout ?? 10) * 1000;
-    this.pingMs = (opts.pingInterval ?? 30) * 1000;
+    this.headerMs = (opts.headerTimeout ?? DEFAULTS.headerTimeout) * 1000;
+    this.pingMs = (opts.pingInterval ?? DEFAULTS.pingInterval) * 1000;
   }
 
   start(): Promise<BoundAddress> {

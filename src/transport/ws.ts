@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { DEFAULTS } from '../config.js';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import type net from 'node:net';
@@ -154,7 +155,7 @@ export class WsTransport implements Transport {
       res.writeHead(426, { 'Content-Type': 'text/plain', Connection: 'close' });
       res.end('SIP over WebSocket (RFC 7118): upgrade with Sec-WebSocket-Protocol: sip\n');
     };
-    const headerMs = (this.opts.headerTimeout ?? 10) * 1000;
+    const headerMs = (this.opts.headerTimeout ?? DEFAULTS.headerTimeout) * 1000;
     // Upgrade requests must arrive whole within headerMs; node checks every second.
     const httpOptions = { headersTimeout: headerMs, requestTimeout: headerMs, connectionsCheckingInterval: 1000, keepAliveTimeout: headerMs };
     const server = this.opts.tls
@@ -226,8 +227,8 @@ export class WsTransport implements Transport {
    */
   private startSweeper(): void {
     const idleMs = this.opts.idleTimeout * 1000;
-    const frameMs = (this.opts.headerTimeout ?? 10) * 1000;
-    const pingMs = (this.opts.pingInterval ?? 30) * 1000;
+    const frameMs = (this.opts.headerTimeout ?? DEFAULTS.headerTimeout) * 1000;
+    const pingMs = (this.opts.pingInterval ?? DEFAULTS.pingInterval) * 1000;
     const every = Math.max(50, Math.min(1000, Math.floor(Math.min(idleMs, frameMs, pingMs) / 4)));
     const deadMs = 2 * pingMs - every;
     if (this.sweeper) clearInterval(this.sweeper);
