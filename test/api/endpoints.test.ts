@@ -14,6 +14,7 @@ import {
   stopRedisServer,
   type Creds,
   type Harness,
+  apiSuite,
 } from '../support/api-harness.js';
 import {
   ENDPOINT_LIST_FIELDS,
@@ -28,33 +29,19 @@ import {
 afterAll(stopRedisServer);
 
 describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
-  let h: Harness;
-  let acct: Creds & { sipDomain: string };
-  let base: string;
-
-  beforeAll(async () => {
-    h = await startHarness(kind);
-  });
-  afterAll(async () => {
-    await h.close();
-  });
-  beforeEach(async () => {
-    acct = await h.newAccount();
-    base = `/api/v1/Account/${acct.id}/Endpoint/`;
-    h.removed.length = 0;
-  });
+  const s = apiSuite(kind, 'Endpoint');
   afterEach(() => {
     vi.restoreAllMocks();
   });
 
   const create = async (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
-    h.request('POST', base, { auth: acct, body, headers });
+    s.h.request('POST', s.base, { auth: s.acct, body, headers });
   const createOk = async (body: Record<string, unknown>): Promise<string> => {
     const r = await create(body);
     expect(r.status, r.text).toBe(201);
     return String(r.json.endpoint_id);
   };
-  const aorOf = (username: string): Aor => ({ domain: acct.sipDomain, user: username });
+  const aorOf = (username: string): Aor => ({ domain: s.acct.sipDomain, user: username });
 
   describe('create (POST .../Endpoint/)', () => {
     it('answers 201 with exactly {api_id, message: "created", endpoint_id, sip_uri, resource_uri}', async () => {
@@ -64,23 +51,23 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
       expect(r.json.message).toBe('created');
       expect(r.json.api_id).toBe(r.headers.get('x-request-id'));
       expect(r.json.endpoint_id).toMatch(/^\d+$/);
-      expect(r.json.sip_uri).toBe(`sip:alice@${acct.id.toLowerCase()}.sip.test`);
-      expect(r.json.resource_uri).toBe(`/v1/Account/${acct.id}/Endpoint/${String(r.json.endpoint_id)}/`);
+      expect(r.json.sip_uri).toBe(`sip:alice@${s.acct.id.toLowerCase()}.sip.test`);
+      expect(r.json.resource_uri).toBe(`/v1/Account/${s.acct.id}/Endpoint/${String(r.json.endpoint_id)}/`);
     });
 
     it('stores only HA1 values (MD5 and SHA-256 over username:realm:password), realm = account SIP domain', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      const cred = await h.credentials.get(acct.sipDomain, 'alice');
+      const cred = await s.h.credentials.get(s.acct.sipDomain, 'alice');
       expect(cred).toEqual({
         endpointId: id,
-        ha1Md5: computeHa1('MD5', 'alice', acct.sipDomain, 'secret-pass-1'),
-        ha1Sha256: computeHa1('SHA-256', 'alice', acct.sipDomain, 'secret-pass-1'),
+        ha1Md5: computeHa1('MD5', 'alice', s.acct.sipDomain, 'secret-pass-1'),
+        ha1Sha256: computeHa1('SHA-256', 'alice', s.acct.sipDomain, 'secret-pass-1'),
       });
     });
 
     it('applies the spec defaults: alias = username, allow_* as specified, application null, unregistered', async () => {
       const id = await createOk({ username: 'bob', password: 'secret-pass-1' });
-      const r = await h.request('GET', `${base}${id}/`, { auth: acct });
+      const r = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(r.status).toBe(200);
       expect(r.json).toMatchObject({
         username: 'bob',
@@ -109,7 +96,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
         allow_apps: false,
       };
       const id = await createOk({ username: 'flags', password: 'secret-pass-1', ...flags });
-      const r = await h.request('GET', `${base}${id}/`, { auth: acct });
+      const r = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(r.json).toMatchObject(flags);
     });
 
@@ -173,7 +160,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
   describe('retrieve (GET .../Endpoint/<id>/)', () => {
     it('answers 200 with every field of the spec table and the stated types (unregistered)', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      const r = await h.request('GET', `${base}${id}/`, { auth: acct });
+      const r = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(r.status).toBe(200);
       expect(r.headers.get('content-type')).toMatch(/^application\/json/);
       expect(keys(r.json)).toEqual(ENDPOINT_RETRIEVE_FIELDS);
@@ -185,7 +172,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     });
 
     it('answers 404 with exactly {api_id, error, message, endpoint_id}', async () => {
-      const r = await h.request('GET', `${base}999999999/`, { auth: acct });
+      const r = await s.h.request('GET', `${s.base}999999999/`, { auth: s.acct });
       expect(r.status).toBe(404);
       expectError(r.body, 'not_found', ['endpoint_id']);
       expect(r.json.endpoint_id).toBe('999999999');
@@ -194,7 +181,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     it('shows live registration state: contact host:port, expires, user agent and sip_registration', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
       const expiresAt = Date.now() + 120_000;
-      await registerBindings(h.location, aorOf('alice'), [
+      await registerBindings(s.h.location, aorOf('alice'), [
         bindingWrite({
           uri: 'sip:alice@198.51.100.7:5062;transport=tcp',
           expiresAt,
@@ -204,7 +191,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
           path: '<sip:edge.example;lr>',
         }),
       ]);
-      const r = await h.request('GET', `${base}${id}/`, { auth: acct });
+      const r = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(r.status).toBe(200);
       expect(keys(r.json)).toEqual(ENDPOINT_RETRIEVE_REGISTERED_FIELDS);
       expectEndpointTypes(r.json, true);
@@ -225,9 +212,9 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     it('speaks for the most recently refreshed binding and lists all in sip_registrations', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
       const now = Date.now();
-      await registerBindings(h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: now + 60_000, userAgent: 'Old' })], now - 1000);
-      await registerBindings(h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.2:5080', expiresAt: now + 90_000, userAgent: 'New' })], now);
-      const r = await h.request('GET', `${base}${id}/`, { auth: acct });
+      await registerBindings(s.h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: now + 60_000, userAgent: 'Old' })], now - 1000);
+      await registerBindings(s.h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.2:5080', expiresAt: now + 90_000, userAgent: 'New' })], now);
+      const r = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(r.json.sip_contact).toBe('192.0.2.2:5080');
       expect(r.json.sip_user_agent).toBe('New');
       const all = r.json.sip_registrations as Array<Record<string, unknown>>;
@@ -239,8 +226,8 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     it('never shows an expired binding as registered, whether or not a timer ran', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
       const past = Date.now() - 10_000;
-      await registerBindings(h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: past + 5_000 })], past);
-      const r = await h.request('GET', `${base}${id}/`, { auth: acct });
+      await registerBindings(s.h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: past + 5_000 })], past);
+      const r = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(r.json.sip_registered).toBe('false');
       expect(r.json.sip_contact).toBeNull();
       expect('sip_registration' in r.json).toBe(false);
@@ -253,24 +240,24 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     const ids: Record<string, string> = {};
 
     beforeEach(async () => {
-      const app = await h.request('POST', `/api/v1/Account/${acct.id}/Application/`, {
-        auth: acct,
+      const app = await s.h.request('POST', `/api/v1/Account/${s.acct.id}/Application/`, {
+        auth: s.acct,
         body: { app_name: 'IVR', answer_url: 'https://example.test/answer' },
       });
       appId = String(app.json.app_id);
-      sub = await h.newSubAccount(acct);
+      sub = await s.h.newSubAccount(s.acct);
       ids.alice = await createOk({ username: 'alice', password: 'secret-pass-1', alias: 'front-desk' });
       ids.alicia = await createOk({ username: 'alicia', password: 'secret-pass-1', alias: 'back_office' });
       ids.bob = await createOk({ username: 'bob', password: 'secret-pass-1', application: Number(appId) });
       ids.carol = await createOk({ username: 'carol', password: 'secret-pass-1', sub_account: sub.id });
     });
 
-    const list = async (qs: string) => h.request('GET', `${base}${qs}`, { auth: acct });
+    const list = async (qs: string) => s.h.request('GET', `${s.base}${qs}`, { auth: s.acct });
     const names = (r: { json: Record<string, unknown> }): string[] =>
       (r.json.objects as Array<Record<string, unknown>>).map((o) => String(o.username));
 
     it('answers {api_id, meta {limit, offset, total_count}, objects} with registered and unregistered endpoints', async () => {
-      await registerBindings(h.location, aorOf('bob'), [bindingWrite({ uri: 'sip:bob@192.0.2.9:5070', expiresAt: Date.now() + 60_000 })]);
+      await registerBindings(s.h.location, aorOf('bob'), [bindingWrite({ uri: 'sip:bob@192.0.2.9:5070', expiresAt: Date.now() + 60_000 })]);
       const r = await list('');
       expect(r.status).toBe(200);
       expect(keys(r.json)).toEqual(['api_id', 'meta', 'objects']);
@@ -289,8 +276,8 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     });
 
     it('reads live state for the whole page with one lookupMany call and no per-endpoint lookup', async () => {
-      const many = vi.spyOn(h.location, 'lookupMany');
-      const one = vi.spyOn(h.location, 'lookup');
+      const many = vi.spyOn(s.h.location, 'lookupMany');
+      const one = vi.spyOn(s.h.location, 'lookup');
       const r = await list('');
       expect(r.status).toBe(200);
       expect(many).toHaveBeenCalledTimes(1);
@@ -357,12 +344,12 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
   describe('update (POST .../Endpoint/<id>/)', () => {
     it('answers 202 with no body and changes only the supplied fields', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1', alias: 'one', allow_video: false });
-      const before = (await h.request('GET', `${base}${id}/`, { auth: acct })).json;
+      const before = (await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct })).json;
       await new Promise((r) => setTimeout(r, 5));
-      const r = await h.request('POST', `${base}${id}/`, { auth: acct, body: { alias: 'two', allow_video: true } });
+      const r = await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { alias: 'two', allow_video: true } });
       expect(r.status).toBe(202);
       expect(r.text).toBe('');
-      const after = (await h.request('GET', `${base}${id}/`, { auth: acct })).json;
+      const after = (await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct })).json;
       expect(after.alias).toBe('two');
       expect(after.allow_video).toBe(true);
       for (const f of ['username', 'allow_voice', 'allow_message', 'allow_same_domain', 'created_at', 'sip_uri']) {
@@ -373,8 +360,8 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
 
     it('answers 400 naming each locked field (and any other bad field)', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      const r = await h.request('POST', `${base}${id}/`, {
-        auth: acct,
+      const r = await s.h.request('POST', `${s.base}${id}/`, {
+        auth: s.acct,
         body: {
           username: 'x',
           endpoint_id: '1',
@@ -399,11 +386,11 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
       ]);
       expect(d.username).toMatch(/locked/);
       // Nothing changed.
-      expect((await h.credentials.get(acct.sipDomain, 'alice'))?.ha1Md5).toBe(computeHa1('MD5', 'alice', acct.sipDomain, 'secret-pass-1'));
+      expect((await s.h.credentials.get(s.acct.sipDomain, 'alice'))?.ha1Md5).toBe(computeHa1('MD5', 'alice', s.acct.sipDomain, 'secret-pass-1'));
     });
 
     it('answers 404 with no body for an unknown endpoint', async () => {
-      const r = await h.request('POST', `${base}999999999/`, { auth: acct, body: { alias: 'x' } });
+      const r = await s.h.request('POST', `${s.base}999999999/`, { auth: s.acct, body: { alias: 'x' } });
       expect(r.status).toBe(404);
       expect(r.text).toBe('');
     });
@@ -411,42 +398,42 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     it('a password change stores the new HA1s, removes every live binding at once and reports the AOR', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
       const now = Date.now();
-      await registerBindings(h.location, aorOf('alice'), [
+      await registerBindings(s.h.location, aorOf('alice'), [
         bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: now + 60_000 }),
         bindingWrite({ uri: 'sip:alice@192.0.2.2', expiresAt: now + 60_000 }),
       ]);
-      expect((await h.request('GET', `${base}${id}/`, { auth: acct })).json.sip_registered).toBe('true');
-      const r = await h.request('POST', `${base}${id}/`, { auth: acct, body: { password: 'new-secret-2' } });
+      expect((await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct })).json.sip_registered).toBe('true');
+      const r = await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { password: 'new-secret-2' } });
       expect(r.status).toBe(202);
-      expect(await h.location.lookup(aorOf('alice'))).toEqual([]);
-      expect(h.removed).toEqual([aorOf('alice')]);
-      expect((await h.request('GET', `${base}${id}/`, { auth: acct })).json.sip_registered).toBe('false');
-      const cred = await h.credentials.get(acct.sipDomain, 'alice');
-      expect(cred?.ha1Md5).toBe(computeHa1('MD5', 'alice', acct.sipDomain, 'new-secret-2'));
-      expect(cred?.ha1Sha256).toBe(computeHa1('SHA-256', 'alice', acct.sipDomain, 'new-secret-2'));
+      expect(await s.h.location.lookup(aorOf('alice'))).toEqual([]);
+      expect(s.h.removed).toEqual([aorOf('alice')]);
+      expect((await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct })).json.sip_registered).toBe('false');
+      const cred = await s.h.credentials.get(s.acct.sipDomain, 'alice');
+      expect(cred?.ha1Md5).toBe(computeHa1('MD5', 'alice', s.acct.sipDomain, 'new-secret-2'));
+      expect(cred?.ha1Sha256).toBe(computeHa1('SHA-256', 'alice', s.acct.sipDomain, 'new-secret-2'));
     });
 
     it('an update without a password leaves bindings alone', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      await registerBindings(h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: Date.now() + 60_000 })]);
-      expect((await h.request('POST', `${base}${id}/`, { auth: acct, body: { alias: 'x' } })).status).toBe(202);
-      expect(await h.location.lookup(aorOf('alice'))).toHaveLength(1);
-      expect(h.removed).toEqual([]);
+      await registerBindings(s.h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: Date.now() + 60_000 })]);
+      expect((await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { alias: 'x' } })).status).toBe(202);
+      expect(await s.h.location.lookup(aorOf('alice'))).toHaveLength(1);
+      expect(s.h.removed).toEqual([]);
     });
 
     it('attaches and detaches an application (null)', async () => {
-      const app = await h.request('POST', `/api/v1/Account/${acct.id}/Application/`, {
-        auth: acct,
+      const app = await s.h.request('POST', `/api/v1/Account/${s.acct.id}/Application/`, {
+        auth: s.acct,
         body: { app_name: 'Main', answer_url: 'https://example.test/a', answer_method: 'GET' },
       });
       const appId = String(app.json.app_id);
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      expect((await h.request('POST', `${base}${id}/`, { auth: acct, body: { application: Number(appId) } })).status).toBe(202);
-      const got = await h.request('GET', `${base}${id}/`, { auth: acct });
+      expect((await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { application: Number(appId) } })).status).toBe(202);
+      const got = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(got.json.application).toEqual({ app_id: appId, app_name: 'Main', answer_url: 'https://example.test/a', answer_method: 'GET' });
-      expect((await h.request('POST', `${base}${id}/`, { auth: acct, body: { application: null } })).status).toBe(202);
-      expect((await h.request('GET', `${base}${id}/`, { auth: acct })).json.application).toBeNull();
-      const bad = await h.request('POST', `${base}${id}/`, { auth: acct, body: { application: 42 } });
+      expect((await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { application: null } })).status).toBe(202);
+      expect((await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct })).json.application).toBeNull();
+      const bad = await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { application: 42 } });
       expect(bad.status).toBe(400);
       expectBadRequest(bad.body, ['application']);
     });
@@ -455,14 +442,14 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
   describe('delete (DELETE .../Endpoint/<id>/)', () => {
     it('answers 204 with an empty body, unregisters at once, drops the credential and retires the username', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      await registerBindings(h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: Date.now() + 60_000 })]);
-      const r = await h.request('DELETE', `${base}${id}/`, { auth: acct });
+      await registerBindings(s.h.location, aorOf('alice'), [bindingWrite({ uri: 'sip:alice@192.0.2.1', expiresAt: Date.now() + 60_000 })]);
+      const r = await s.h.request('DELETE', `${s.base}${id}/`, { auth: s.acct });
       expect(r.status).toBe(204);
       expect(r.text).toBe('');
-      expect(await h.location.lookup(aorOf('alice'))).toEqual([]);
-      expect(await h.credentials.get(acct.sipDomain, 'alice')).toBeNull();
-      expect(h.removed).toEqual([aorOf('alice')]);
-      const again = await h.request('GET', `${base}${id}/`, { auth: acct });
+      expect(await s.h.location.lookup(aorOf('alice'))).toEqual([]);
+      expect(await s.h.credentials.get(s.acct.sipDomain, 'alice')).toBeNull();
+      expect(s.h.removed).toEqual([aorOf('alice')]);
+      const again = await s.h.request('GET', `${s.base}${id}/`, { auth: s.acct });
       expect(again.status).toBe(404);
       // The SIP URI never comes back, in any letter case.
       for (const username of ['alice', 'Alice']) {
@@ -474,9 +461,9 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
 
     it('answers 404 with no body when missing or already deleted', async () => {
       const id = await createOk({ username: 'alice', password: 'secret-pass-1' });
-      expect((await h.request('DELETE', `${base}${id}/`, { auth: acct })).status).toBe(204);
-      for (const path of [`${base}${id}/`, `${base}999999999/`]) {
-        const r = await h.request('DELETE', path, { auth: acct });
+      expect((await s.h.request('DELETE', `${s.base}${id}/`, { auth: s.acct })).status).toBe(204);
+      for (const path of [`${s.base}${id}/`, `${s.base}999999999/`]) {
+        const r = await s.h.request('DELETE', path, { auth: s.acct });
         expect(r.status).toBe(404);
         expect(r.text).toBe('');
       }
@@ -493,7 +480,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
       expect(second.status).toBe(201);
       expect(second.text).toBe(first.text);
       expect(second.headers.get('idempotent-replayed')).toBe('true');
-      const list = await h.request('GET', base, { auth: acct });
+      const list = await s.h.request('GET', s.base, { auth: s.acct });
       expect((list.json.meta as Record<string, unknown>).total_count).toBe(1);
     });
 
@@ -503,7 +490,7 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
       const r = await create({ username: 'bob', password: 'secret-pass-1' }, key);
       expect(r.status).toBe(422);
       expectError(r.body, 'idempotency_key_reused');
-      expect(((await h.request('GET', base, { auth: acct })).json.meta as Record<string, unknown>).total_count).toBe(1);
+      expect(((await s.h.request('GET', s.base, { auth: s.acct })).json.meta as Record<string, unknown>).total_count).toBe(1);
     });
 
     it('a refused request does not consume its key', async () => {
@@ -513,10 +500,10 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
     });
 
     it('keys are per account: another account may use the same key', async () => {
-      const other = await h.newAccount();
+      const other = await s.h.newAccount();
       const key = { 'idempotency-key': 'shared-key' };
       expect((await create({ username: 'alice', password: 'secret-pass-1' }, key)).status).toBe(201);
-      const r = await h.request('POST', `/api/v1/Account/${other.id}/Endpoint/`, {
+      const r = await s.h.request('POST', `/api/v1/Account/${other.id}/Endpoint/`, {
         auth: other,
         body: { username: 'alice', password: 'secret-pass-1' },
         headers: key,

@@ -3,6 +3,7 @@
  * on the in-memory stores or on a real redis-server, plus a fetch wrapper and
  * helpers that provision accounts through the partner API.
  */
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
 import { buildApiServer } from '../../src/api/server.js';
@@ -253,4 +254,43 @@ export async function registerBindings(location: LocationStore, aor: Aor, writes
     maxContacts: 10,
   });
   if (!r.ok) throw new Error(`register failed: ${r.code}`);
+}
+
+/** What an API suite on one store works with: the harness, a fresh account per test, the resource's path on it. */
+export interface ApiSuite {
+  readonly h: Harness;
+  readonly acct: Creds & { sipDomain: string };
+  /** `/api/v1/Account/<acct>/<resource>/` */
+  readonly base: string;
+}
+
+/**
+ * The hooks every API suite starts with (call inside its `describe`): a harness on
+ * `kind` for the suite, a new account before each test (and the removed-AOR log
+ * cleared), the harness closed after.
+ */
+export function apiSuite(kind: StoreKind, resource: 'Endpoint' | 'Application' | 'Subaccount'): ApiSuite {
+  let h: Harness;
+  let acct: Creds & { sipDomain: string };
+  beforeAll(async () => {
+    h = await startHarness(kind);
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+  beforeEach(async () => {
+    acct = await h.newAccount();
+    h.removed.length = 0;
+  });
+  return {
+    get h() {
+      return h;
+    },
+    get acct() {
+      return acct;
+    },
+    get base() {
+      return `/api/v1/Account/${acct.id}/${resource}/`;
+    },
+  };
 }

@@ -4,6 +4,7 @@
  * script touches one Cluster slot. The class that uses them: ./redis.ts.
  */
 import { StoreUnavailableError } from '../../errors.js';
+import { jsonObject } from '../redis/json.js';
 import { LuaScript } from '../redis/script.js';
 import type { ApplicationRecord, EndpointRecord } from './directory.js';
 
@@ -200,24 +201,14 @@ export const PAGE_SCRIPT_MAX = 1000;
 /** How many times a compare-and-set is retried under contention before giving up. */
 export const CAS_ATTEMPTS = 20;
 
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 /**
  * Parse a stored record, checking the fields it must have. The directory wrote
  * every record itself; a record that does not parse is treated as absent rather
  * than trusted.
  */
 export function parseJson<T>(json: string | null | undefined, required: readonly string[]): T | null {
-  if (typeof json !== 'string') return null;
-  let v: unknown;
-  try {
-    v = JSON.parse(json);
-  } catch {
-    return null;
-  }
-  if (!isRecord(v)) return null;
+  const v = jsonObject(json);
+  if (!v) return null;
   for (const k of required) if (!(k in v)) return null;
   return v as T;
 }

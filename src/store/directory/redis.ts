@@ -53,7 +53,6 @@ import {
   PAGE_EP,
   PAGE_SCRIPT_MAX,
   CAS_ATTEMPTS,
-  isRecord,
   parseJson,
   ACCOUNT_FIELDS,
   SUB_FIELDS,

@@ -1,6 +1,7 @@
 import { redisMasters, type RedisClient } from '../redis/client.js';
 import { RedisBacked, unavailable, type RedisStoreOptions } from '../redis/backed.js';
 import { DEFAULT_REDIS_PREFIX, globEscape } from '../redis/keys.js';
+import { jsonObject } from '../redis/json.js';
 import { LuaScript } from '../redis/script.js';
 import { SIP_TRANSPORT_NAMES } from '../../sip/transport-name.js';
 import {
@@ -275,14 +276,8 @@ function isTransport(v: unknown): v is SipTransportName {
 
 /** A stored binding, or null when the value is not one (it is then treated as absent). */
 function parseBinding(json: unknown): Binding | null {
-  if (typeof json !== 'string') return null;
-  let v: unknown;
-  try {
-    v = JSON.parse(json);
-  } catch {
-    return null;
-  }
-  if (!isRecord(v)) return null;
+  const v = jsonObject(json);
+  if (!v) return null;
   const { key, uri, contact, expiresAt, updatedAt, callId, cseq, userAgent, received, transport } = v;
   const { path, q, instanceId, regId, nodeId, connId } = v;
   if (
