@@ -1,6 +1,7 @@
 // SIPp driving: one ladder step = two SIPp processes at half the rate each.
 import { mkdirSync, readdirSync, readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { injection } from '../../test/support/sipp-injection.mjs';
 import { execFileSync } from 'node:child_process';
 import { childrenCpuMeter, cpuMeter, freePort, have, machineCpuMeter, start, stop, sleep } from './proc.mjs';
 
@@ -27,10 +28,7 @@ export function writeInjection(dir, name, users, domain, parts = 2) {
   for (let p = 0; p < parts; p++) {
     const slice = users.slice(p * per, (p + 1) * per);
     const f = join(dir, `${name}-${p}.csv`);
-    writeFileSync(
-      f,
-      'SEQUENTIAL\n' + slice.map((u) => `${u.user};${domain};[authentication username=${u.user} password=${u.password}]`).join('\n') + '\n',
-    );
+    writeFileSync(f, injection(slice.map((u) => ({ ...u, domain }))));
     files.push(f);
   }
   return files;

@@ -1,5 +1,5 @@
 /**
- * Account call limits at the edge (interface-spec "Account": cps_limit,
+ * Account call limits at the edge (the interface specification's Account: cps_limit,
  * concurrent_calls_limit): calls placed by an account's endpoints are counted
  * per account, in Redis when configured (shared by every node) or in this
  * process.

@@ -1,6 +1,6 @@
 import type { EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
 
-/** The Endpoint flags of interface-spec.md "Endpoint" the edge enforces, plus the sub-account KYC block. */
+/** The Endpoint flags of the interface specification's Endpoint (docs/api.md) the edge enforces, plus the sub-account KYC block. */
 export type PolicyFlag =
   | 'allow_voice'
   | 'allow_video'
@@ -40,7 +40,7 @@ export function callerRefusal(
 ): Refusal | null {
   const r = sessionRefusal(caller, req) ?? targetRefusal(caller, target);
   if (r) return { flag: r, party: 'caller' };
-  // interface-spec "SubAccount": customer_use sub-accounts must complete their own KYC before placing calls.
+  // the specification's SubAccount (docs/api.md): customer_use sub-accounts must complete their own KYC before placing calls.
   if (req.method === 'INVITE' && target === 'phone' && sub && sub.kycMode === 'customer_use' && sub.kycCallsBlocked) {
     return { flag: 'kyc_calls_blocked', party: 'caller' };
   }

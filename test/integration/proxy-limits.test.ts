@@ -1,5 +1,5 @@
 /**
- * Account limits at the edge (interface-spec "Account": cps_limit,
+ * Account limits at the edge (the interface specification's Account: cps_limit,
  * concurrent_calls_limit) for calls placed by the account's endpoints, on two
  * nodes sharing one real redis-server: a call through either node counts
  * against the same counters. The HTTP API cannot set the limits, so the account

@@ -1,5 +1,5 @@
 /**
- * The Endpoint policy flags (interface-spec "Endpoint") and the sub-account KYC
+ * The Endpoint policy flags (the interface specification's Endpoint) and the sub-account KYC
  * block, enforced by the edge on out-of-dialog requests: for each, the refused
  * case (403 with a Warning and a Reason naming the flag) and the allowed one
  * (the request reaches the callee, the gateway or the app server, and a 200

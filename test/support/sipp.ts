@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './server-process.js';
 import { freePort } from './ports.mjs';
+import { injection } from './sipp-injection.mjs';
+
+export { injection };
 
 export interface SippUser {
   user: string;
@@ -52,10 +55,6 @@ export interface SippOptions {
   localPort?: number;
 }
 
-/** The injection file (-inf) of `users`: SEQUENTIAL, user;domain;[authentication …]. */
-export function injection(users: readonly SippUser[]): string {
-  return 'SEQUENTIAL\n' + users.map((u) => `${u.user};${u.domain};[authentication username=${u.user} password=${u.password}]`).join('\n') + '\n';
-}
 
 /**
  * The one SIPp runner of the tests (Debian `sip-tester`): users from an injection

@@ -13,7 +13,7 @@ const sub = (over: Partial<SubAccountRecord> = {}): SubAccountRecord => ({
 });
 const INVITE = { method: 'INVITE', video: false };
 
-describe('policy (interface-spec Endpoint flags)', () => {
+describe('policy (the Endpoint flags of the interface specification)', () => {
   it('names the caller flag that refuses: voice, video, message, then the kind of target', () => {
     expect(callerRefusal(endpoint({ allowVoice: false }), null, INVITE, 'same_domain')).toEqual({ flag: 'allow_voice', party: 'caller' });
     expect(callerRefusal(endpoint(), null, { method: 'INVITE', video: true }, 'same_domain')?.flag).toBe('allow_video');
