@@ -66,6 +66,10 @@ export interface App {
  * small interfaces, wired only here).
  */
 export function createApp(config: Readonly<Config>, log: Logger): App {
+  // This process start's identity: the bindings of its flows name it, and a restart
+  // (same NODE_ID) never reuses it, so no binding of a dead predecessor can be taken
+  // for one of this process's connections (docs/fleet.md).
+  const processId = `${config.nodeId}.${randomBytes(4).toString('hex')}`;
   let redis: RedisClient | null = null;
   let location: LocationStore;
   let credentials: CredentialStore;
@@ -82,7 +86,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       // write per REGISTER script was 13% of CPU (profile of the UDP ladder).
       enableAutoPipelining: true,
       retryStrategy: (times) => Math.min(200 + times * 100, 1000),
-      connectionName: `sip-edge:${config.nodeId}`,
+      connectionName: `sip-edge:${processId}`,
     });
     redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis error'));
     location = new RedisLocationStore(redis);
@@ -136,7 +140,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       maxContacts: config.maxContacts,
     },
     sipDomain: config.sipDomain,
-    nodeId: config.nodeId,
+    nodeId: processId,
     log: log.child({ component: 'registrar' }),
     onOutcome: (outcome, transport) => metrics.registerOutcome(outcome, transport),
     // Flow liveness (README "Flows"): a flow with live bindings is probed, not cut as idle.
@@ -173,7 +177,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     tokens: new FlowTokens(config.nonceSecret ? Buffer.from(`flow-token:${config.nonceSecret}`) : randomBytes(32)),
     gruus,
     sipDomain: config.sipDomain,
-    nodeId: config.nodeId,
+    nodeId: processId,
     outboundGatewayUri: config.outboundGatewayUri,
     appServerUri: config.appServerUri,
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,

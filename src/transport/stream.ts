@@ -5,7 +5,9 @@ import type { Logger } from '../logger.js';
 import { StreamFramer, type FrameEvent } from './framer.js';
 import { FairQueue } from './fair-queue.js';
 import {
+  CONNECTION_ID_TAG,
   normalizeAddress,
+  samePeer,
   secureContextOptions,
   type BoundAddress,
   type Flow,
@@ -101,7 +103,7 @@ export class StreamTransport implements Transport {
 
   private accept(socket: net.Socket): void {
     if (socket.destroyed) return; // refused by the gate
-    const connId = `${this.name}-${(++nextConnId).toString(36)}`;
+    const connId = `${this.name}-${CONNECTION_ID_TAG}-${(++nextConnId).toString(36)}`;
     const flow: Flow = {
       transport: this.name,
       remoteAddress: normalizeAddress(socket.remoteAddress ?? ''),
@@ -187,7 +189,8 @@ export class StreamTransport implements Transport {
 
   send(flow: Flow, data: Buffer): boolean {
     const conn = flow.connId ? this.conns.get(flow.connId) : undefined;
-    if (!conn || conn.socket.destroyed) return false;
+    // The connection must still be the one the flow names (id and peer): never another client's.
+    if (!conn || conn.socket.destroyed || !samePeer(flow, conn.flow)) return false;
     conn.socket.write(data);
     return true;
   }

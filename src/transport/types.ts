@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { SipTransportName } from '../sip/transport-name.js';
 
 export type { SipTransportName };
@@ -75,6 +76,23 @@ export function secureContextOptions(t: TlsSettings): { key: Buffer; cert: Buffe
   return t.ciphers === undefined
     ? { key: t.key, cert: t.cert, minVersion: t.minVersion ?? 'TLSv1.2' }
     : { key: t.key, cert: t.cert, minVersion: t.minVersion ?? 'TLSv1.2', ciphers: t.ciphers };
+}
+
+/**
+ * A tag of this process start, in every connection id it hands out: a process
+ * that restarts (a crashed worker, say) never hands out an id a binding of its
+ * predecessor still names (docs/fleet.md).
+ */
+export const CONNECTION_ID_TAG = randomBytes(4).toString('hex');
+
+/**
+ * Whether a send for `flow` may go out on a connection whose peer is `peer`: the
+ * flow must name the same remote address and port (a binding or a flow token
+ * names both), so no stale id can alias another client's connection. A flow
+ * with no address (an internal reply path) names only the connection.
+ */
+export function samePeer(flow: Flow, peer: Flow): boolean {
+  return flow.remoteAddress === '' || (flow.remoteAddress === peer.remoteAddress && flow.remotePort === peer.remotePort);
 }
 
 /** IPv4-mapped IPv6 addresses from dual-stack sockets read as plain IPv4. */

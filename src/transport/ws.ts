@@ -7,7 +7,9 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { Logger } from '../logger.js';
 import { FairQueue, type PausableSource } from './fair-queue.js';
 import {
+  CONNECTION_ID_TAG,
   normalizeAddress,
+  samePeer,
   secureContextOptions,
   type BoundAddress,
   type Flow,
@@ -274,7 +276,7 @@ export class WsTransport implements Transport {
   }
 
   private readonly accept = (ws: WebSocket, req: http.IncomingMessage): void => {
-    const connId = `${this.name}-${(++nextConnId).toString(36)}`;
+    const connId = `${this.name}-${CONNECTION_ID_TAG}-${(++nextConnId).toString(36)}`;
     const sock = req.socket as net.Socket & ConnSocket;
     const flow: Flow = {
       transport: this.name,
@@ -323,7 +325,8 @@ export class WsTransport implements Transport {
 
   send(flow: Flow, data: Buffer): boolean {
     const c = flow.connId ? this.conns.get(flow.connId) : undefined;
-    if (!c || c.ws.readyState !== WebSocket.OPEN) return false;
+    // The connection must still be the one the flow names (id and peer): never another client's.
+    if (!c || c.ws.readyState !== WebSocket.OPEN || !samePeer(flow, c.flow)) return false;
     // Text frames: SIP messages are UTF-8 and browsers' SIP stacks expect text (RFC 7118 §5.1).
     c.ws.send(data, { binary: false });
     return true;

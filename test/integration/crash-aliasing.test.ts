@@ -1,0 +1,112 @@
+/**
+ * The crash case of the fleet issue (docs/fleet.md): with SIP_WORKERS=2, alice
+ * registers over WebSocket, both workers are SIGKILLed, the primary restarts them,
+ * and bob connects over WebSocket to a fresh worker. Requests addressed to alice
+ * must never be written onto bob's connection: every process start has its own
+ * identity and connection-id tag, and a send checks the connection's peer. Bob's
+ * client records every frame it receives, so the test sees on the wire what reached
+ * him.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEdge, type Edge, type Endpoint } from '../support/edge.js';
+import { TestUa } from '../support/proxy-harness.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
+import { registerWithAuth, wsConn } from '../support/sip-client.js';
+
+async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A raw WebSocket client that answers every request with 200 and keeps every frame it received. */
+async function recordingWsPhone(url: string, e: Endpoint) {
+  const conn = await wsConn(url);
+  const frames: string[] = [];
+  const r = await registerWithAuth(conn, {
+    transport: 'WS',
+    user: e.username,
+    domain: e.account.sipDomain,
+    viaHost: conn.localHost,
+    viaPort: 0,
+    callId: `${e.username}-${Date.now()}`,
+    password: e.password,
+    contacts: [`<sip:${e.username}@${conn.localHost};transport=ws>`],
+    expires: 600,
+  });
+  conn.ws.on('message', (d) => {
+    const text = d.toString();
+    frames.push(text);
+    if (!/^[A-Z]+ sip/.test(text)) return;
+    const keep = text.split('\r\n').filter((l) => /^(via|from|to|call-id|cseq|record-route):/i.test(l));
+    const to = keep.findIndex((l) => /^to:/i.test(l));
+    if (to >= 0 && !/;tag=/.test(keep[to] as string)) keep[to] += ';tag=ws-phone';
+    conn.ws.send(['SIP/2.0 200 OK', ...keep, 'Content-Length: 0', '', ''].join('\r\n'));
+  });
+  return { conn, frames, status: r.final.status };
+}
+
+describe('no request for a dead process’s client reaches a new client (SIP_WORKERS=2, Redis)', () => {
+  let redis: RedisServerHandle;
+  let edge: Edge;
+  const closers: Array<() => void> = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    edge = await startEdge({ REDIS_URL: redis.url, SIP_WORKERS: '2', NODE_ID: 'crash-node' });
+    await until('both workers listening', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= 2 ? true : undefined));
+  }, 60_000);
+  afterAll(async () => {
+    for (const c of closers) c();
+    await edge?.stop();
+    await redis?.stop();
+  });
+
+  it('after both workers are SIGKILLed and restarted, MESSAGEs to alice never reach bob’s new WebSocket', async () => {
+    const a = await edge.newAccount();
+    const alice = await edge.newEndpoint(a, 'alice');
+    const bob = await edge.newEndpoint(a, 'bob');
+    const carol = await edge.newEndpoint(a, 'carol');
+    const url = `ws://127.0.0.1:${edge.server.ports.ws}`;
+
+    const phoneA = await recordingWsPhone(url, alice);
+    closers.push(() => phoneA.conn.close());
+    expect(phoneA.status).toBe(200);
+    await edge.waitBindings(alice, 1);
+
+    const workers = edge.server.logs.filter((l) => l.msg === 'worker listening').slice(-2).map((l) => l.pid as number);
+    const listened = edge.server.logs.filter((l) => l.msg === 'worker listening').length;
+    for (const pid of workers) process.kill(pid, 'SIGKILL');
+    await until('two new workers', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= listened + 2 ? true : undefined));
+
+    // Bob connects to a fresh worker (several connections, so both new workers hold one).
+    const bobs = [];
+    for (let i = 0; i < 4; i++) {
+      const p = await recordingWsPhone(url, bob);
+      closers.push(() => p.conn.close());
+      expect(p.status).toBe(200);
+      bobs.push(p);
+    }
+    const caller = await TestUa.start(edge.server.ports.udp as number, carol);
+    closers.push(() => caller.close());
+    expect(await caller.register()).toBe(200);
+
+    // Four MESSAGEs to alice: her flow died with its process; none may be delivered to anyone else.
+    const toAlice: number[] = [];
+    for (let i = 0; i < 4; i++) toAlice.push((await caller.call('MESSAGE', `sip:alice@${a.sipDomain}`)).status);
+    expect(toAlice.every((s) => s >= 400), `statuses ${toAlice.join(',')}`).toBe(true);
+
+    // Bob is reachable (the check is not vacuous): a MESSAGE to him is delivered and answered.
+    expect((await caller.call('MESSAGE', `sip:bob@${a.sipDomain}`)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 300));
+    const received = bobs.flatMap((b) => b.frames).filter((f) => /^MESSAGE /.test(f));
+    expect(received.length).toBeGreaterThan(0);
+    expect(received.filter((f) => f.startsWith('MESSAGE sip:alice') || /\r\nTo: <sip:alice@/i.test(f))).toEqual([]);
+    for (const f of received) expect(f).toMatch(/^MESSAGE sip:bob@/);
+    console.log(`crash aliasing: MESSAGEs to alice answered ${toAlice.join(',')}; bob's connections got ${received.length} MESSAGE(s), all for bob`);
+  }, 90_000);
+});
