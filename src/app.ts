@@ -5,6 +5,7 @@ import type { Logger } from './logger.js';
 import { NonceManager } from './auth/nonce.js';
 import { DigestAuthenticator } from './auth/authenticator.js';
 import { Registrar } from './registrar/registrar.js';
+import { FleetRegistry } from './fleet/registry.js';
 import { Gruus } from './registrar/gruu.js';
 import { SipRouter, type RequestHandler } from './core/router.js';
 import { CachedCredentialStore } from './store/credentials/cache.js';
@@ -101,6 +102,13 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     directory = new MemoryDirectory();
   }
 
+  // The fleet registry (docs/fleet.md): processes sharing the Redis find each other, and
+  // the flow bindings of a dead one are removed by a survivor.
+  const nodeAddress = config.nodeAddress ?? (config.sipHost === '0.0.0.0' || config.sipHost === '::' ? null : config.sipHost);
+  const fleet: FleetRegistry | null = redis
+    ? new FleetRegistry({ redis, location, processId, node: nodeAddress, log: log.child({ component: 'fleet' }), onReaped: (n) => metrics.bindingsReaped(n) })
+    : null;
+
   // Hardening and operability (README "Hardening", "Metrics"): store errors are counted
   // on every path, API included; transports reach the rate limiter through the router.
   const metrics = new Metrics();
@@ -151,6 +159,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     gruus,
     // An endpoint removed through the API closes the flows only it used.
     closeFlow: (transport, connId) => transports.get(transport)?.closeFlow(connId),
+    onFlowAor: (aor) => fleet?.noteFlowAor(aor),
   });
 
   const handlers = new Map<string, RequestHandler>([
@@ -290,6 +299,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         const a = http.server.address();
         if (a && typeof a === 'object') listening.http = { address: a.address, port: a.port };
       }
+      fleet?.start();
       metrics.startEventLoopMonitor();
       return listening;
     },
@@ -304,6 +314,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       for (const t of started.reverse()) await t.stop();
       started.length = 0;
       await hardening.settled(1000);
+      await fleet?.stop();
       hardening.stop();
       metrics.stop();
       router.stop();

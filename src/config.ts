@@ -49,6 +49,11 @@ export interface Config {
   clampMinExpires: boolean;
   /** Most bindings one endpoint may hold. @default 10 */
   maxContacts: number;
+  /**
+   * The address other nodes of a fleet reach this one on, when SIP_HOST is a
+   * wildcard (0.0.0.0, ::); unset = SIP_HOST when it is concrete (docs/fleet.md).
+   */
+  nodeAddress: string | null;
   /** Unset (and no cluster or sentinels) → the embedded in-memory store. */
   redisUrl: string | null;
   /** Seed nodes of a Redis Cluster, instead of REDIS_URL (`redis://h:p,redis://h:p,…`). */
@@ -185,6 +190,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   defaultExpires: 3600,
   clampMinExpires: false,
   maxContacts: 10,
+  nodeAddress: null,
   redisUrl: null,
   redisClusterNodes: null,
   redisSentinels: null,
@@ -244,6 +250,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_DEFAULT_EXPIRES', 'defaultExpires', int(1, 86400 * 7)],
   ['SIP_CLAMP_MIN_EXPIRES', 'clampMinExpires', bool],
   ['SIP_MAX_CONTACTS', 'maxContacts', int(1, 1000)],
+  ['SIP_NODE_ADDRESS', 'nodeAddress', optStr],
   ['REDIS_URL', 'redisUrl', redisUrl],
   ['REDIS_CLUSTER_NODES', 'redisClusterNodes', redisUrlList],
   ['REDIS_SENTINELS', 'redisSentinels', hostPortList],

@@ -52,6 +52,7 @@ export interface MetricSources {
 
 export class Metrics {
   readonly registry = new Registry();
+  private readonly reaped: Counter;
   private readonly registerOutcomes: Counter<'outcome' | 'transport'>;
   private readonly responses: Counter<'method' | 'status' | 'transport'>;
   private readonly sipDuration: Histogram<'method' | 'transport'>;
@@ -101,6 +102,11 @@ export class Metrics {
       registers,
     });
     this.unhandled = new Counter({ name: 'process_unhandled_rejections_total', help: 'Promise rejections nobody handled (should stay 0)', registers });
+    this.reaped = new Counter({
+      name: 'sip_bindings_reaped_total',
+      help: 'Flow bindings of dead processes removed by this one (docs/fleet.md)',
+      registers,
+    });
     this.eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
     const eld = this.eld;
     new Gauge({
@@ -227,6 +233,11 @@ export class Metrics {
   /** Count a failed store operation (only StoreUnavailableError-like failures). */
   storeError(store: string, op: string): void {
     this.storeErrors.inc({ store, op });
+  }
+
+  /** Bindings of a dead process removed (the fleet reaper). */
+  bindingsReaped(n: number): void {
+    this.reaped.inc(n);
   }
 
   unhandledRejection(): void {

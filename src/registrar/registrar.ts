@@ -29,6 +29,8 @@ export interface RegistrarOptions {
   onFlowHeld?: (flow: Flow, until: number) => void;
   /** Flow-Timer (RFC 5626 §5.4) of 200 OKs to outbound clients over stream flows, seconds; 0 = none. */
   flowTimer?: number;
+  /** A binding of `aor` was written over a stream flow of this process for the first time (the fleet's reaper index). */
+  onFlowAor?: (aor: Aor) => void;
   /** Close a connection (its endpoint was removed through the API). */
   closeFlow?: (transport: SipTransportName, connId: string) => void;
   /** GRUUs (RFC 5627) for clients that ask for them; absent = none given. */
@@ -183,6 +185,7 @@ export class Registrar {
       // Kept for the life of the flow: copies, not slices of the request text.
       entry = { domain: ownString(aor.domain), user: ownString(aor.user), until: 0 };
       m.set(ownString(k), entry);
+      this.opts.onFlowAor?.(entry);
     }
     entry.until = until;
     let held = 0;

@@ -12,6 +12,10 @@ import { startEdge, type Edge, type Endpoint } from '../support/edge.js';
 import { TestUa } from '../support/proxy-harness.js';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { registerWithAuth, wsConn } from '../support/sip-client.js';
+import { startServer, type ServerProcess } from '../support/server-process.js';
+
+/** Dead after 5 s of silence, found at the next 1 s beat, reaped: docs/fleet.md gives ≤ 7 s; 1 s of slack for a loaded machine. */
+const REAP_BOUND_MS = 8_000;
 
 async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -80,6 +84,7 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
 
     const workers = edge.server.logs.filter((l) => l.msg === 'worker listening').slice(-2).map((l) => l.pid as number);
     const listened = edge.server.logs.filter((l) => l.msg === 'worker listening').length;
+    const killedAt = Date.now();
     for (const pid of workers) process.kill(pid, 'SIGKILL');
     await until('two new workers', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= listened + 2 ? true : undefined));
 
@@ -108,5 +113,60 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
     expect(received.filter((f) => f.startsWith('MESSAGE sip:alice') || /\r\nTo: <sip:alice@/i.test(f))).toEqual([]);
     for (const f of received) expect(f).toMatch(/^MESSAGE sip:bob@/);
     console.log(`crash aliasing: MESSAGEs to alice answered ${toAlice.join(',')}; bob's connections got ${received.length} MESSAGE(s), all for bob`);
+
+    // The dead workers' flow binding is removed by a survivor within the documented bound
+    // (FLEET_DEAD_AFTER_MS + a beat + the sweep; docs/fleet.md): alice reads "false".
+    await edge.waitForEndpoint(alice, (v) => v.sip_registered === 'false', REAP_BOUND_MS);
+    const tookMs = Date.now() - killedAt;
+    console.log(`crash aliasing: alice's binding gone ${tookMs} ms after the SIGKILL (bound ${REAP_BOUND_MS} ms)`);
+    expect(tookMs).toBeLessThanOrEqual(REAP_BOUND_MS);
+    expect((await edge.endpoint(bob)).sip_registered).toBe('true');
   }, 90_000);
+});
+
+describe('a whole node SIGKILLed: another node of the fleet removes its flow bindings', () => {
+  let redis: RedisServerHandle;
+  let nodeA: Edge;
+  let nodeB: ServerProcess;
+  const closers: Array<() => void> = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    const env = { REDIS_URL: redis.url, NONCE_SECRET: 'fleet-test-nonce-secret-0123456789' };
+    nodeA = await startEdge({ ...env, NODE_ID: 'node-a' });
+    nodeB = await startServer({ ...env, NODE_ID: 'node-b', PARTNER_AUTH_ID: 'E2EPARTNER', PARTNER_AUTH_TOKEN: 'e2e-partner-token-0123456789abcdef' });
+  }, 60_000);
+  afterAll(async () => {
+    for (const c of closers) c();
+    await nodeB?.stop();
+    await nodeA?.stop();
+    await redis?.stop();
+  });
+
+  it('the dead node’s WebSocket binding reads sip_registered "false" within the bound, read on the surviving node', async () => {
+    const a = await nodeA.newAccount();
+    const dave = await nodeA.newEndpoint(a, 'dave');
+    const phone = await recordingWsPhone(`ws://127.0.0.1:${nodeA.server.ports.ws}`, dave);
+    closers.push(() => phone.conn.close());
+    expect(phone.status).toBe(200);
+    const readOnB = async (): Promise<string> => {
+      const r = await fetch(`http://127.0.0.1:${nodeB.ports.http}/api/v1/Account/${a.authId}/Endpoint/${dave.endpointId}/`, {
+        headers: { accept: 'application/json', 'x-auth-id': a.authId, 'x-auth-token': a.authToken },
+      });
+      return String(((await r.json()) as Record<string, unknown>).sip_registered);
+    };
+    expect(await readOnB()).toBe('true');
+    const killedAt = Date.now();
+    process.kill(nodeA.server.pid, 'SIGKILL');
+    let state = 'true';
+    while (state !== 'false' && Date.now() - killedAt < REAP_BOUND_MS + 5000) {
+      await new Promise((r) => setTimeout(r, 100));
+      state = await readOnB();
+    }
+    const tookMs = Date.now() - killedAt;
+    console.log(`whole node SIGKILL: dave's binding gone ${tookMs} ms after (bound ${REAP_BOUND_MS} ms)`);
+    expect(state).toBe('false');
+    expect(tookMs).toBeLessThanOrEqual(REAP_BOUND_MS);
+    expect(nodeB.logs.some((l) => l.msg === 'fleet: process dead; its flow bindings removed (unregistered)' && l.bindings === 1)).toBe(true);
+  }, 60_000);
 });
