@@ -9,16 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPhoneProcess, type PhoneProcess } from '../support/phone-process.js';
 import { sleep, startEdge, TestUa, type Edge, type Endpoint } from '../support/proxy-harness.js';
+import { until } from '../support/wait.js';
 
-async function until<T>(what: string, f: () => T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = f();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 describe('GRUU (RFC 5627) with SIP.js phones', () => {
   let edge: Edge;

@@ -13,19 +13,11 @@ import { TestUa } from '../support/proxy-harness.js';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { registerWithAuth, wsConn } from '../support/sip-client.js';
 import { startServer, type ServerProcess } from '../support/server-process.js';
+import { until } from '../support/wait.js';
 
 /** Dead after 5 s of silence, found at the next 1 s beat, reaped: docs/fleet.md gives ≤ 7 s; 1 s of slack for a loaded machine. */
 const REAP_BOUND_MS = 8_000;
 
-async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** A raw WebSocket client that answers every request with 200 and keeps every frame it received. */
 async function recordingWsPhone(url: string, e: Endpoint) {

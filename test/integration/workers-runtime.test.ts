@@ -13,20 +13,10 @@ import { runServerUntilStopped, startServer, type ServerProcess } from '../suppo
 import { endpoints, provision, redisStores } from '../support/provision.js';
 import { parseResponse, registerMessage, registerWithAuth, streamConn, udpConn, type SipConn } from '../support/sip-client.js';
 import { currentRuntime, ltsRuntime, type Runtime } from '../support/runtimes.js';
+import { until } from '../support/wait.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await Promise.resolve()
-      .then(fn)
-      .catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 /** Sum of a metric's samples whose labels include `labels` (Prometheus text format). */
 function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {

@@ -11,6 +11,7 @@ import { createLogger } from '../../../src/logger.js';
 import { StreamTransport } from '../../../src/transport/stream.js';
 import { WsTransport } from '../../../src/transport/ws.js';
 import { CONNECTION_ID_TAG, type Flow, type MessageSink, type Transport } from '../../../src/transport/types.js';
+import { until } from '../../support/wait.js';
 
 const log = createLogger('silent');
 const OPTS = { host: '127.0.0.1', port: 0, maxMessageSize: 65535, idleTimeout: 30, maxConnections: 10 };
@@ -21,14 +22,6 @@ function sink(): MessageSink & { flows: Flow[] } {
   return { flows, onMessage: (_d, flow) => flows.push(flow), onFlowClosed: () => {} };
 }
 
-async function until<T>(f: () => T | undefined): Promise<T> {
-  for (let i = 0; i < 200; i++) {
-    const v = f();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('timed out');
-}
 
 describe('send checks the connection is the one the flow names', () => {
   const open: Array<() => unknown> = [];
@@ -56,12 +49,12 @@ describe('send checks the connection is the one the flow names', () => {
         await new Promise((r) => c.once('open', r));
         c.send(OPTIONS);
       }
-      const flow = await until(() => s.flows[0]);
+      const flow = await until('a message on the connection', () => s.flows[0], 2000, 10);
       expect(flow.connId).toContain(`-${CONNECTION_ID_TAG}-`);
       expect(t.send(flow, Buffer.from('SIP/2.0 200 OK\r\n\r\n'))).toBe(true);
       expect(t.send({ ...flow, remotePort: flow.remotePort + 1 }, Buffer.from('SIP/2.0 999 Not For You\r\n\r\n'))).toBe(false);
       expect(t.send({ ...flow, remoteAddress: '127.0.0.9' }, Buffer.from('SIP/2.0 999 Not For You\r\n\r\n'))).toBe(false);
-      await until(() => (got.join('').includes('200 OK') ? true : undefined));
+      await until('the 200 on the wire', () => (got.join('').includes('200 OK') ? true : undefined), 2000, 10);
       await new Promise((r) => setTimeout(r, 50));
       expect(got.join('')).not.toContain('Not For You');
     });
