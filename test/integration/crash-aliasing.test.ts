@@ -54,7 +54,7 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
   beforeAll(async () => {
     redis = await startRedis();
     edge = await startEdge({ REDIS_URL: redis.url, SIP_WORKERS: '2', NODE_ID: 'crash-node' });
-    await until('both workers listening', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= 2 ? true : undefined));
+    await until('both workers listening', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= 2 ? true : undefined), 30_000);
   }, 60_000);
   afterAll(async () => {
     for (const c of closers) c();
@@ -78,7 +78,7 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
     const listened = edge.server.logs.filter((l) => l.msg === 'worker listening').length;
     const killedAt = Date.now();
     for (const pid of workers) process.kill(pid, 'SIGKILL');
-    await until('two new workers', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= listened + 2 ? true : undefined));
+    await until('two new workers', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= listened + 2 ? true : undefined), 30_000);
 
     // Bob connects to a fresh worker (several connections, so both new workers hold one).
     const bobs = [];
@@ -98,7 +98,17 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
     expect(toAlice.every((s) => s >= 400), `statuses ${toAlice.join(',')}`).toBe(true);
 
     // Bob is reachable (the check is not vacuous): a MESSAGE to him is delivered and answered.
-    expect((await caller.call('MESSAGE', `sip:bob@${a.sipDomain}`)).status).toBe(200);
+    // A request is forked only to the bindings of the worker that took it (relaying to
+    // another process is not there yet: docs/fleet.md), so callers from several source
+    // ports try until one lands on a worker that holds one of bob's connections.
+    const toBob: number[] = [];
+    for (let i = 0; i < 20 && !toBob.includes(200); i++) {
+      const ua = i === 0 ? caller : await TestUa.start(edge.server.ports.udp as number, carol);
+      if (ua !== caller) closers.push(() => ua.close());
+      toBob.push((await ua.call('MESSAGE', `sip:bob@${a.sipDomain}`)).status);
+    }
+    expect(toBob, `statuses ${toBob.join(',')}`).toContain(200);
+    for (const st of toBob) expect([200, 480]).toContain(st);
     await new Promise((r) => setTimeout(r, 300));
     const received = bobs.flatMap((b) => b.frames).filter((f) => /^MESSAGE /.test(f));
     expect(received.length).toBeGreaterThan(0);
