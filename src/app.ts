@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { redisTarget, type Config } from './config.js';
+import { parseMessage } from './sip/parser.js';
+import { buildResponse } from './sip/response.js';
 import { createRedisClient, type RedisClient } from './store/redis/client.js';
 import type { Logger } from './logger.js';
 import { NonceManager } from './auth/nonce.js';
@@ -38,6 +40,9 @@ import type { Aor } from './store/location/location.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
+/** Where a stand-in response to an undelivered relay "comes from" (it never leaves the process). */
+const RELAY_FLOW = { transport: 'udp', remoteAddress: '127.0.0.1', remotePort: 0, localAddress: '', localPort: 0, connId: null } as const;
+
 /** Every bound port; null when that listener is `off`. */
 export type Listening = Record<SipTransportName | 'http', BoundAddress | null>;
 
@@ -70,7 +75,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   // This process start's identity: the bindings of its flows name it, and a restart
   // (same NODE_ID) never reuses it, so no binding of a dead predecessor can be taken
   // for one of this process's connections (docs/fleet.md).
-  const processId = `${config.nodeId}.${randomBytes(4).toString('hex')}`;
+  const processTag = randomBytes(4).toString('hex');
+  const processId = `${config.nodeId}.${processTag}`;
   let redis: RedisClient | null = null;
   let location: LocationStore;
   let credentials: CredentialStore;
@@ -106,7 +112,24 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   // the flow bindings of a dead one are removed by a survivor.
   const nodeAddress = config.nodeAddress ?? (config.sipHost === '0.0.0.0' || config.sipHost === '::' ? null : config.sipHost);
   const fleet: FleetRegistry | null = redis
-    ? new FleetRegistry({ redis, location, processId, node: nodeAddress, log: log.child({ component: 'fleet' }), onReaped: (n) => metrics.bindingsReaped(n) })
+    ? new FleetRegistry({
+        redis,
+        location,
+        processId,
+        processTag,
+        node: nodeAddress,
+        log: log.child({ component: 'fleet' }),
+        onReaped: (n) => metrics.bindingsReaped(n),
+        // The relay (docs/fleet.md "Relay"): bytes for a flow of this process, and responses to its branches.
+        deliver: (flow, data) => transports.get(flow.transport)?.send(flow, data) ?? false,
+        receive: (flow, data) => router.onMessage(data, flow),
+        // A request relayed to a process that had just died: its branch fails with 430 Flow Failed (RFC 5626 §5.3) now.
+        onUndelivered: (data) => {
+          const p = parseMessage(data);
+          if (!p.ok || p.msg.kind !== 'request' || p.msg.method === 'ACK') return;
+          router.onMessage(buildResponse(p.msg, 430, 'Flow Failed', { headers: [['Server', SERVER_NAME]] }), RELAY_FLOW);
+        },
+      })
     : null;
 
   // Hardening and operability (README "Hardening", "Metrics"): store errors are counted
@@ -172,7 +195,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const transports = new Map<SipTransportName, Transport>();
   const sipLog = log.child({ component: 'sip' });
   // The stateful proxy (RFC 3261 §16) for everything but REGISTER and OPTIONS to the server.
-  const layer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost });
+  const layer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost, relay: fleet?.relay ?? null });
   const limiterOptions = { maxCallDurationMs: config.maxCallDuration * 1000 };
   const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
   const proxy = new SipProxy({
@@ -187,6 +210,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     gruus,
     sipDomain: config.sipDomain,
     nodeId: processId,
+    relayFlows: fleet !== null,
     outboundGatewayUri: config.outboundGatewayUri,
     appServerUri: config.appServerUri,
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,

@@ -12,6 +12,27 @@ export interface Destination {
   port: number;
   /** The connection of a TCP/TLS/WS/WSS flow; null for UDP. */
   connId: string | null;
+  /**
+   * The process that holds the connection, when it is not this one (a flow of
+   * another worker or node): the bytes are relayed to it (docs/fleet.md "Relay").
+   */
+  node?: string | null;
+}
+
+/**
+ * Reaches flows held by other processes of the fleet (docs/fleet.md "Relay"):
+ * bytes for such a flow go to its owner, which writes them on the connection;
+ * a response whose top Via branch another process made goes to that process.
+ */
+export interface FlowRelay {
+  /** This process (the `node` of its own destinations). */
+  readonly self: string;
+  /** The tag of this process in every branch it makes (so the owner of a response can be told). */
+  readonly branchTag: string;
+  /** Send `data` on `d`'s flow in process `d.node`; false when that process is gone. */
+  send(d: Destination, data: Buffer): boolean;
+  /** A response came over `flow` for a branch of process `tag`: hand it over. */
+  response(tag: string, data: Buffer, flow: Flow): void;
 }
 
 /** The way back to whoever sent a message over `flow`. */
@@ -25,7 +46,8 @@ export function isReliable(t: SipTransportName): boolean {
 }
 
 /** Writes bytes to a destination; false when its transport is off or its connection is gone. */
-export function sendTo(transports: ReadonlyMap<SipTransportName, Transport>, d: Destination, data: Buffer): boolean {
+export function sendTo(transports: ReadonlyMap<SipTransportName, Transport>, d: Destination, data: Buffer, relay?: FlowRelay | null): boolean {
+  if (d.node && relay && d.node !== relay.self && d.connId !== null) return relay.send(d, data);
   const t = transports.get(d.transport);
   if (!t) return false;
   const flow: Flow = { transport: d.transport, remoteAddress: d.address, remotePort: d.port, localAddress: '', localPort: 0, connId: d.connId };

@@ -85,7 +85,7 @@ export class SipRouter implements MessageSink {
     if (msg.kind === 'response') {
       // §18.1.2 → §17.1.3; a response matching no client transaction is stray and dropped
       // (RFC 6026: 2xx retransmissions still match the Accepted INVITE client transaction).
-      if (!this.layer.receiveResponse(msg)) {
+      if (!this.layer.receiveResponse(msg) && !this.layer.relayStray(msg, data, flow)) {
         this.opts.log.debug({ status: msg.status, src: `${flow.remoteAddress}:${flow.remotePort}` }, 'stray response dropped');
       }
       return;

@@ -5,9 +5,9 @@ import { getHeader, getListValues, parseCSeq, parseVia, tagOf } from '../sip/hea
 import type { SipRequest, SipResponse, SipUri } from '../sip/message.js';
 import { prependHeaders } from '../sip/message-edit.js';
 import { serializeMessage } from '../sip/response.js';
-import type { BoundAddress, SipTransportName, Transport } from '../transport/types.js';
+import type { BoundAddress, Flow, SipTransportName, Transport } from '../transport/types.js';
 import type { ClientTransaction, ClientTransactionUser } from './client-transaction.js';
-import { sendTo, uriHost, type Destination } from './destination.js';
+import { sendTo, uriHost, type Destination, type FlowRelay } from './destination.js';
 import type { IncomingRequest } from './incoming.js';
 import { InviteClientTransaction } from './invite-client-transaction.js';
 import { InviteServerTransaction } from './invite-server-transaction.js';
@@ -25,6 +25,8 @@ export interface TransactionLayerOptions {
   /** Host written into our Via and Record-Route; null = the listening address (or this machine's first address when that is a wildcard). */
   advertisedHost?: string | null;
   timers?: TimerSettings;
+  /** Flows held by other processes of a fleet (docs/fleet.md "Relay"); absent = this process only. */
+  relay?: FlowRelay | null;
 }
 
 /** RFC 3261 §8.1.1.7: every branch we generate starts with the magic cookie. */
@@ -42,7 +44,7 @@ export class TransactionLayer implements ServerTransactionHost {
   readonly serverHeader: string;
   private readonly servers = new Map<string, ServerTransaction>();
   private readonly clients = new Map<string, ClientTransaction>();
-  private readonly branchPrefix = randomBytes(4).toString('hex');
+  private readonly branchPrefix: string;
   private branchCounter = 0;
   private readonly tagPrefix = randomBytes(4).toString('hex');
   private tagCounter = 0;
@@ -54,6 +56,8 @@ export class TransactionLayer implements ServerTransactionHost {
 
   constructor(private readonly opts: TransactionLayerOptions) {
     this.timers = opts.timers ?? DEFAULT_TIMERS;
+    // In a fleet the branch names the process, so the owner of a response can be found.
+    this.branchPrefix = opts.relay?.branchTag ?? randomBytes(4).toString('hex');
     this.serverHeader = opts.server;
     if (opts.advertisedHost) this.ownHosts.add(opts.advertisedHost.toLowerCase());
   }
@@ -172,10 +176,26 @@ export class TransactionLayer implements ServerTransactionHost {
     return true;
   }
 
+  /**
+   * A response no transaction here matched, whose top Via branch another process
+   * of the fleet made (it came over a flow this process holds): relayed to it.
+   * True when it was handed over.
+   */
+  relayStray(res: SipResponse, data: Buffer, flow: Flow): boolean {
+    const relay = this.opts.relay;
+    if (!relay) return false;
+    const branch = parseVia(getListValues(res, 'via')[0] ?? '')?.branch ?? '';
+    if (!branch.startsWith(MAGIC)) return false;
+    const tag = branch.slice(MAGIC.length, MAGIC.length + this.branchPrefix.length);
+    if (tag === this.branchPrefix || !/^[0-9a-f]{8}$/.test(tag)) return false;
+    relay.response(tag, data, flow);
+    return true;
+  }
+
   // --- ServerTransactionHost / TransactionHost ---------------------------------
 
   send(d: Destination, data: Buffer): boolean {
-    const ok = sendTo(this.opts.transports, d, data);
+    const ok = sendTo(this.opts.transports, d, data, this.opts.relay);
     if (!ok) this.opts.log.debug({ transport: d.transport, connId: d.connId, to: `${d.address}:${d.port}` }, 'message dropped: flow gone');
     return ok;
   }

@@ -1,4 +1,7 @@
+import { Cluster } from 'ioredis';
+import type { Destination, FlowRelay } from '../core/destination.js';
 import type { Logger } from '../logger.js';
+import type { Flow, SipTransportName } from '../transport/types.js';
 import type { RedisClient } from '../store/redis/client.js';
 import { DEFAULT_REDIS_PREFIX } from '../store/redis/keys.js';
 import { aorKey, type Aor, type LocationStore } from '../store/location/location.js';
@@ -31,6 +34,24 @@ export interface FleetRegistryOptions {
   prefix?: string;
   /** A dead process's bindings were removed (metrics). */
   onReaped?: (count: number) => void;
+  /** This process's tag (the last part of its id, and the prefix of its branches). */
+  processTag: string;
+  /** Write bytes relayed by another process on a connection of this one (peer-checked); false when gone. */
+  deliver?: (flow: Flow, data: Buffer) => boolean;
+  /** A response relayed by the process that holds its flow: into this process's router. */
+  receive?: (flow: Flow, data: Buffer) => void;
+  /** Bytes relayed to a process that nobody heard (it died a moment ago): the sender's transaction fails now, not at its timeout. */
+  onUndelivered?: (data: Buffer) => void;
+}
+
+/** What travels on a relay channel before the SIP bytes. */
+interface RelayHeader {
+  /** 's': send these bytes on the flow; 'r': a response that came over the flow. */
+  k: 's' | 'r';
+  t: SipTransportName;
+  c: string;
+  a: string;
+  p: number;
 }
 
 /**
@@ -55,14 +76,88 @@ export class FleetRegistry {
   #timer: NodeJS.Timeout | null = null;
   #noted = new Set<string>();
   #beating: Promise<void> | null = null;
+  /** The registry as last read: process id → last beat (ms). */
+  #seen = new Map<string, number>();
+  #sub: RedisClient | null = null;
+  readonly #prefix: string;
 
   constructor(o: FleetRegistryOptions) {
     this.#o = o;
-    this.#procs = `${o.prefix ?? DEFAULT_REDIS_PREFIX}{fleet}:procs`;
+    this.#prefix = o.prefix ?? DEFAULT_REDIS_PREFIX;
+    this.#procs = `${this.#prefix}{fleet}:procs`;
+    (this.relay as { self: string }).self = o.processId;
+    (this.relay as { branchTag: string }).branchTag = o.processTag;
+  }
+
+  /**
+   * The relay of flows held by other processes (docs/fleet.md "Relay"): bytes for
+   * a flow go to its owner over Redis pub/sub, one channel per process
+   * (`<prefix>relay:<tag>`); a response the owner's client sent goes back to the
+   * process whose branch it answers.
+   */
+  readonly relay: FlowRelay = {
+    self: '',
+    branchTag: '',
+    send: (d: Destination, data: Buffer): boolean => {
+      const node = d.node as string;
+      const seen = this.#seen.get(node);
+      // Known and silent: dead (its bindings are being reaped); unknown: just started.
+      if (seen !== undefined && Date.now() - seen > FLEET_DEAD_AFTER_MS) return false;
+      this.#publish(tagOf(node), { k: 's', t: d.transport, c: d.connId as string, a: d.address, p: d.port }, data);
+      return true;
+    },
+    response: (tag: string, data: Buffer, flow: Flow): void => {
+      this.#publish(tag, { k: 'r', t: flow.transport, c: flow.connId ?? '', a: flow.remoteAddress, p: flow.remotePort }, data);
+    },
+  };
+
+  #publish(tag: string, h: RelayHeader, data: Buffer): void {
+    const msg = Buffer.concat([Buffer.from(JSON.stringify(h) + '\n'), data]);
+    const { redis, log, onUndelivered } = this.#o;
+    redis.publish(`${this.#prefix}relay:${tag}`, msg).then(
+      // PUBLISH counts the subscribers that got it: 0 = the process is gone. (On a
+      // Cluster it counts one node's subscribers only, so there the silence check decides.)
+      (n) => {
+        if (n === 0 && h.k === 's' && !(redis instanceof Cluster)) onUndelivered?.(data);
+      },
+      (err: unknown) => {
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'fleet: relay publish failed');
+        if (h.k === 's') onUndelivered?.(data);
+      },
+    );
+  }
+
+  #onRelay(buf: Buffer): void {
+    const nl = buf.indexOf(10);
+    if (nl <= 0) return;
+    let h: RelayHeader;
+    try {
+      h = JSON.parse(buf.subarray(0, nl).toString()) as RelayHeader;
+    } catch {
+      return;
+    }
+    const flow: Flow = { transport: h.t, remoteAddress: h.a, remotePort: h.p, localAddress: '', localPort: 0, connId: h.c || null };
+    const data = buf.subarray(nl + 1);
+    if (h.k === 's') {
+      if (!this.#o.deliver?.(flow, data)) this.#o.log.debug({ connId: h.c }, 'fleet: relayed message for a gone flow dropped');
+    } else if (h.k === 'r') {
+      this.#o.receive?.(flow, data);
+    }
   }
 
   start(): void {
     if (this.#timer) return;
+    const r = this.#o.redis;
+    const sub = r instanceof Cluster ? r.duplicate() : r.duplicate({ enableAutoPipelining: false, autoResubscribe: false, connectionName: undefined });
+    sub.on('error', (err: Error) => this.#o.log.debug({ err: err.message }, 'fleet: relay subscriber error'));
+    sub.on('messageBuffer', (_channel: Buffer, message: Buffer) => this.#onRelay(message));
+    // On every (re)connection: commands are refused until then (no offline queue).
+    sub.on('ready', () => {
+      sub.subscribe(`${this.#prefix}relay:${this.#o.processTag}`).catch((err: unknown) => {
+        this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'fleet: relay subscribe failed');
+      });
+    });
+    this.#sub = sub;
     const beat = (): void => {
       this.#beating ??= this.#beat().finally(() => {
         this.#beating = null;
@@ -90,6 +185,8 @@ export class FleetRegistry {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
     await this.#beating;
+    this.#sub?.disconnect();
+    this.#sub = null;
     try {
       await this.#o.redis.hdel(this.#procs, this.#o.processId);
       await this.#o.redis.del(this.#flowsKey(this.#o.processId));
@@ -116,7 +213,9 @@ export class FleetRegistry {
     try {
       const me: ProcessEntry = { id: processId, node, pid: process.pid, startedAt: this.#startedAt, seen: now };
       await redis.hset(this.#procs, processId, JSON.stringify(me));
-      for (const p of await this.processes()) {
+      const all = await this.processes();
+      this.#seen = new Map(all.map((p) => [p.id, p.seen]));
+      for (const p of all) {
         if (p.id !== processId && now - p.seen > FLEET_DEAD_AFTER_MS) await this.#reap(p);
       }
     } catch (err) {
@@ -147,4 +246,9 @@ export class FleetRegistry {
   #flowsKey(id: string): string {
     return `${this.#procs.slice(0, -'procs'.length)}flows:${id}`;
   }
+}
+
+/** The tag of a process id (`<NODE_ID>.<tag>`): its relay channel and branch prefix. */
+function tagOf(processId: string): string {
+  return processId.slice(processId.lastIndexOf('.') + 1);
 }

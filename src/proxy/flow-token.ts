@@ -23,7 +23,8 @@ export class FlowTokens {
   constructor(private readonly secret: Buffer) {}
 
   encode(d: Destination, callId: string): string {
-    const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}`;
+    // The owning process too (a flow of another worker or node is reached through it).
+    const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}${d.node ? `|${d.node}` : ''}`;
     return `${Buffer.from(flow).toString('base64url')}.${this.mac(flow, callId).toString('base64url')}`;
   }
 
@@ -35,9 +36,9 @@ export class FlowTokens {
     const given = Buffer.from(token.slice(dot + 1), 'base64url');
     const want = this.mac(flow, callId);
     if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
-    const [transport, connId, address, port] = flow.split('|');
-    if (!SIP_TRANSPORT_NAMES.has(transport) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
-    return { transport: transport as SipTransportName, connId: connId === '' ? null : connId, address, port: Number(port) };
+    const [transport, connId, address, port, node] = flow.split('|');
+    if (!SIP_TRANSPORT_NAMES.has(transport as string) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
+    return { transport: transport as SipTransportName, connId: connId === '' || connId === undefined ? null : connId, address, port: Number(port), ...(node ? { node } : {}) };
   }
 
   private mac(flow: string, callId: string): Buffer {

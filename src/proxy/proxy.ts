@@ -38,6 +38,8 @@ export interface ProxyOptions {
   sipDomain: string;
   /** This process (bindings of stream flows are reachable only from the node that holds the connection). */
   nodeId: string;
+  /** Flows held by other processes are relayed to them (the fleet relay, docs/fleet.md); else skipped. */
+  relayFlows?: boolean;
   /** Reads GRUUs in Request-URIs (RFC 5627): a request to one reaches that device only. */
   gruus?: Gruus;
   /** Where calls to telephone numbers go (Config.outboundGatewayUri); null → 503. */
@@ -387,11 +389,18 @@ export class SipProxy implements RequestProcessor {
     if (!r || r.port === null) return null;
     const address = r.host.startsWith('[') ? r.host.slice(1, -1) : r.host;
     if (b.transport === 'udp') return { transport: 'udp', address, port: r.port, connId: null };
-    if (!b.connId || b.nodeId !== this.opts.nodeId) {
-      this.log.debug({ key: b.key, nodeId: b.nodeId }, 'binding held by another node: skipped');
-      return null;
+    if (!b.connId) return null;
+    if (b.nodeId !== this.opts.nodeId) {
+      // Held by another process of the fleet: relayed to it when the fleet relay is on.
+      if (!this.opts.relayFlows || !b.nodeId) {
+        this.log.debug({ key: b.key, nodeId: b.nodeId }, 'binding held by another process: skipped');
+        return null;
+      }
+      return { transport: b.transport, address, port: r.port, connId: b.connId, node: b.nodeId };
     }
-    return { transport: b.transport, address, port: r.port, connId: b.connId };
+    // The owner is named even when it is this process: a flow token made from it must
+    // lead an in-dialog request that reaches another process back here.
+    return { transport: b.transport, address, port: r.port, connId: b.connId, node: this.opts.relayFlows ? this.opts.nodeId : null };
   }
 
   /**
@@ -409,8 +418,14 @@ export class SipProxy implements RequestProcessor {
     };
     prependHeaders(fwd, 'record-route', [
       rr(egress.transport, tokens.encode(egress, ctx.callId)),
-      rr(ctx.flow.transport, tokens.encode(destinationOf(ctx.flow), ctx.callId)),
+      rr(ctx.flow.transport, tokens.encode(this.ownFlow(ctx), ctx.callId)),
     ]);
+  }
+
+  /** The flow a request came in on, named with this process when it is a connection (flow tokens, relay). */
+  private ownFlow(ctx: IncomingRequest): Destination {
+    const d = destinationOf(ctx.flow);
+    return ctx.flow.connId !== null && this.opts.relayFlows ? { ...d, node: this.opts.nodeId } : d;
   }
 
   // --- account limits --------------------------------------------------------------

@@ -89,6 +89,8 @@ export class TestUa {
   answerStatus = 200;
   /** Expires of {@link register}, seconds. */
   expires = 600;
+  /** The address of the edge node this UA talks to (a fleet test uses several). */
+  edgeHost = '127.0.0.1';
   /** The dialog of the last answered call placed with `keep`. */
   lastDialog: TestDialog | null = null;
 
@@ -114,7 +116,7 @@ export class TestUa {
   }
 
   send(text: string, port = this.edgePort): void {
-    this.socket.send(text, port, '127.0.0.1');
+    this.socket.send(text, port, this.edgeHost);
   }
 
   close(): void {
@@ -160,7 +162,8 @@ export class TestUa {
       lines.push(`To: ${to}${status > 100 && !/;\s*tag=/i.test(to) ? ';tag=ua' + this.port : ''}`);
       lines.push(`Call-ID: ${getHeader(req, 'call-id')}`, `CSeq: ${getHeader(req, 'cseq')}`);
       lines.push(`Contact: <sip:${this.user}@127.0.0.1:${this.port}>`, ...extra, `Content-Length: ${Buffer.byteLength(body)}`, '', body);
-      this.send(lines.join('\r\n'), portOfTopVia(req));
+      // RFC 3261 §18.2.2: to the address in the top Via (received, else sent-by) and its port.
+      this.socket.send(lines.join('\r\n'), portOfTopVia(req), hostOfTopVia(req) ?? this.edgeHost);
     };
     if (req.method === 'INVITE') {
       respond(180, 'Ringing');
@@ -301,6 +304,13 @@ export class TestDialog {
     this.send('BYE', 3);
     return ((await done) as SipResponse).status;
   }
+}
+
+function hostOfTopVia(req: SipRequest): string | null {
+  const v = getListValues(req, 'via')[0] ?? '';
+  const received = /;received=([^;\s]+)/.exec(v)?.[1];
+  const host = received ?? /^SIP\/2\.0\/\w+\s+([^:;\s]+)/i.exec(v.trim())?.[1];
+  return host && /^\d+\.\d+\.\d+\.\d+$/.test(host) ? host : null;
 }
 
 function portOfTopVia(req: SipRequest): number {

@@ -1,0 +1,202 @@
+/**
+ * The fleet relay (docs/fleet.md "Relay"): with SIP_WORKERS=2, WebSocket clients
+ * sit on both workers and UDP callers land on either; MESSAGEs and calls
+ * (INVITE → 200 → ACK → BYE) reach the right connection whichever worker took the
+ * request, and every response finds its way back. Each WebSocket client records
+ * every frame, so the test counts on the wire what reached whom.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisLocationStore } from '../../src/store/location/redis.js';
+import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
+import { TestUa } from '../support/proxy-harness.js';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
+import { registerWithAuth, wsConn } from '../support/sip-client.js';
+import { until } from '../support/wait.js';
+
+/** A raw WebSocket phone: registers with its own Contact, answers every request 200, keeps every frame. */
+async function wsPhone(url: string, e: Endpoint, label: string) {
+  const conn = await wsConn(url);
+  const frames: string[] = [];
+  const contact = `<sip:${e.username}@${label}.invalid;transport=ws>`;
+  const r = await registerWithAuth(conn, {
+    transport: 'WS',
+    user: e.username,
+    domain: e.account.sipDomain,
+    viaHost: `${label}.invalid`,
+    viaPort: 0,
+    callId: `${label}-${Date.now()}`,
+    password: e.password,
+    contacts: [contact],
+    expires: 600,
+  });
+  conn.ws.on('message', (d) => {
+    const text = d.toString();
+    frames.push(text);
+    const m = /^([A-Z]+) sip/.exec(text);
+    if (!m || m[1] === 'ACK') return;
+    const keep = text.split('\r\n').filter((l) => /^(via|from|to|call-id|cseq|record-route):/i.test(l));
+    const to = keep.findIndex((l) => /^to:/i.test(l));
+    if (to >= 0 && !/;tag=/.test(keep[to] as string)) keep[to] += `;tag=${label}`;
+    conn.ws.send(['SIP/2.0 200 OK', ...keep, `Contact: ${contact}`, 'Content-Length: 0', '', ''].join('\r\n'));
+  });
+  const count = (method: string): number => frames.filter((f) => f.startsWith(`${method} `)).length;
+  return { conn, frames, count, status: r.final.status };
+}
+
+describe('fleet relay between the workers of a node (SIP_WORKERS=2, Redis)', () => {
+  let redis: RedisServerHandle;
+  let edge: Edge;
+  let admin: Redis;
+  const closers: Array<() => void> = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = new Redis(redis.url);
+    edge = await startEdge({ REDIS_URL: redis.url, SIP_WORKERS: '2' });
+    await until('both workers listening', () => (edge.server.logs.filter((l) => l.msg === 'worker listening').length >= 2 ? true : undefined), 30_000);
+  }, 60_000);
+  afterAll(async () => {
+    for (const c of closers) c();
+    admin?.disconnect();
+    await edge?.stop();
+    await redis?.stop();
+  });
+
+  it('MESSAGEs and calls from UDP callers on either worker reach WebSocket phones on both, and every answer comes back', async () => {
+    const a = await edge.newAccount();
+    const bob = await edge.newEndpoint(a, 'bob');
+    const carol = await edge.newEndpoint(a, 'carol');
+    const url = `ws://127.0.0.1:${edge.server.ports.ws}`;
+    // Bob's phones until his bindings sit on both workers.
+    const phones: Array<Awaited<ReturnType<typeof wsPhone>>> = [];
+    const location = new RedisLocationStore(admin);
+    for (let i = 0; i < 10; i++) {
+      const p = await wsPhone(url, bob, `bob${i}`);
+      closers.push(() => p.conn.close());
+      expect(p.status).toBe(200);
+      phones.push(p);
+      const owners = new Set((await location.lookup({ domain: a.sipDomain, user: 'bob' })).map((b) => b.nodeId));
+      if (owners.size >= 2 && phones.length >= 2) break;
+    }
+    const owners = new Set((await location.lookup({ domain: a.sipDomain, user: 'bob' })).map((b) => b.nodeId));
+    expect(owners.size, 'bob has bindings on both workers').toBe(2);
+
+    // MESSAGEs from callers on many source ports: every one answered 200, and every
+    // phone of bob gets every one (a MESSAGE forks to every binding).
+    const callers: TestUa[] = [];
+    for (let i = 0; i < 8; i++) {
+      const ua = await TestUa.start(edge.server.ports.udp as number, carol);
+      closers.push(() => ua.close());
+      callers.push(ua);
+    }
+    expect(await callers[0]!.register()).toBe(200);
+    const statuses: number[] = [];
+    for (let i = 0; i < 16; i++) statuses.push((await callers[i % callers.length]!.call('MESSAGE', `sip:bob@${a.sipDomain}`)).status);
+    expect(statuses).toEqual(new Array(16).fill(200));
+    await until('every phone got every MESSAGE', () => (phones.every((p) => p.count('MESSAGE') === 16) ? true : undefined), 5000).catch((e: Error) => {
+      throw new Error(`${e.message}: ${phones.map((p) => p.count('MESSAGE')).join(',')}\n${edge.server.output().split('\n').filter((l) => /fleet|relay|dropped|gone/.test(l)).slice(-8).join('\n')}`);
+    });
+
+    // Calls to dan, one WebSocket phone, from callers on many source ports: INVITE → 200 → ACK → BYE → 200 each time.
+    const dan = await edge.newEndpoint(a, 'dan');
+    const danPhone = await wsPhone(url, dan, 'dan0');
+    closers.push(() => danPhone.conn.close());
+    const calls: number[] = [];
+    const byes: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const ua = callers[i % callers.length]!;
+      const res = await ua.call('INVITE', `sip:dan@${a.sipDomain}`, { keep: true });
+      calls.push(res.status);
+      if (res.status === 200 && ua.lastDialog) byes.push(await ua.lastDialog.bye());
+    }
+    expect(calls).toEqual(new Array(10).fill(200));
+    expect(byes).toEqual(new Array(10).fill(200));
+    await until('dan got every ACK and BYE', () => (danPhone.count('ACK') === 10 && danPhone.count('BYE') === 10 ? true : undefined), 5000);
+    expect(danPhone.count('INVITE')).toBe(10);
+    // Nothing reached the wrong device: bob's phones saw no INVITE for dan.
+    for (const p of phones) expect(p.count('INVITE')).toBe(0);
+    const relayedLines = edge.server.output().split('\n').filter((l) => l.includes('relay')).length;
+    console.log(`fleet relay: 16/16 MESSAGEs 200 to ${phones.length} phones on 2 workers, 10/10 calls and BYEs 200; relay log lines ${relayedLines}`);
+  }, 90_000);
+});
+
+describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis)', () => {
+  let redis: RedisServerHandle;
+  const nodes: Edge[] = [];
+  const closers: Array<() => void> = [];
+  const HOSTS = ['127.0.0.2', '127.0.0.3', '127.0.0.4'];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    for (const host of HOSTS) {
+      nodes.push(await startEdge({ REDIS_URL: redis.url, SIP_WORKERS: '2', SIP_HOST: host, NONCE_SECRET: 'fleet-three-nodes-nonce-secret-0123', NODE_ID: `n${host.slice(-1)}` }));
+    }
+    for (const n of nodes) await until('workers', () => (n.server.logs.filter((l) => l.msg === 'worker listening').length >= 2 ? true : undefined), 30_000);
+  }, 120_000);
+  afterAll(async () => {
+    for (const c of closers) c();
+    for (const n of nodes) await n.stop();
+    await redis?.stop();
+  });
+
+  it('UDP phones on two nodes reach WebSocket phones on the third and each other: 200 MESSAGEs and 200 calls, every one delivered to the right device', async () => {
+    const [wsNode, n3, n4] = nodes as [Edge, Edge, Edge];
+    const a: Account = await wsNode.newAccount();
+    // Three WebSocket phones on node .2, each its own endpoint.
+    const ws: Array<{ e: Endpoint; p: Awaited<ReturnType<typeof wsPhone>> }> = [];
+    for (let i = 0; i < 3; i++) {
+      const e = await wsNode.newEndpoint(a, `web${i}`);
+      const p = await wsPhone(`ws://${HOSTS[0]}:${wsNode.server.ports.ws}`, e, `web${i}`);
+      closers.push(() => p.conn.close());
+      expect(p.status).toBe(200);
+      ws.push({ e, p });
+    }
+    // UDP phones: two on node .3, two on node .4.
+    const udp: Array<{ e: Endpoint; ua: TestUa }> = [];
+    for (const [k, n] of [n3, n3, n4, n4].entries()) {
+      const e = await wsNode.newEndpoint(a, `desk${k}`);
+      const ua = await TestUa.start(n.server.ports.udp as number, e);
+      ua.edgeHost = HOSTS[nodes.indexOf(n)] as string;
+      closers.push(() => ua.close());
+      expect(await ua.register()).toBe(200);
+      udp.push({ e, ua });
+    }
+    let messages = 0;
+    let calls = 0;
+    let lastInvite = 0;
+    const failures: string[] = [];
+    // 200 MESSAGEs and 200 calls spread over every (UDP caller, target) pair: WebSocket
+    // targets on node .2, UDP targets on the other UDP node.
+    for (let i = 0; i < 200 && failures.length < 3; i++) {
+      const from = udp[i % udp.length]!;
+      const toWs = i % 2 === 0;
+      const target = toWs ? ws[i % ws.length]!.e : udp[(i + 2) % udp.length]!.e;
+      const uri = `sip:${target.username}@${a.sipDomain}`;
+      const m = await from.ua.call('MESSAGE', uri).catch((e: Error) => ({ status: e.message }));
+      if (m.status === 200) messages++;
+      else failures.push(`#${i} MESSAGE ${from.e.username}→${target.username}: ${m.status}`);
+      // The account's cps_limit (10 by default) applies fleet-wide: calls are paced under it.
+      const wait = lastInvite + 110 - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      lastInvite = Date.now();
+      const c = await from.ua.call('INVITE', uri, { keep: true }).catch((e: Error) => ({ status: e.message }));
+      if (c.status === 200 && from.ua.lastDialog) {
+        const bye = await from.ua.lastDialog.bye().catch((e: Error) => e.message);
+        if (bye === 200) calls++;
+        else failures.push(`BYE ${from.e.username}→${target.username}: ${bye}`);
+      } else failures.push(`#${i} INVITE ${from.e.username}→${target.username}: ${c.status}`);
+    }
+    console.log(`three nodes: ${messages}/200 MESSAGEs and ${calls}/200 calls (INVITE, 200, ACK, BYE) delivered; failures: ${failures.slice(0, 5).join('; ') || 'none'}`);
+    expect(failures).toEqual([]);
+    // On the wire: each WebSocket phone got exactly the requests addressed to it.
+    for (const { e, p } of ws) {
+      const requests = p.frames.filter((f) => /^(MESSAGE|INVITE|BYE) /.test(f));
+      for (const f of requests.filter((x) => !x.startsWith('BYE'))) expect(f.startsWith(`${f.split(' ')[0]} sip:${e.username}@`), f.slice(0, 80)).toBe(true);
+      const expected = [...Array(200).keys()].filter((i) => i % 2 === 0 && i % ws.length === ws.findIndex((w) => w.e === e)).length;
+      expect(p.count('MESSAGE')).toBe(expected);
+      expect(p.count('INVITE')).toBe(expected);
+      expect(p.count('BYE')).toBe(expected);
+    }
+  }, 300_000);
+});
