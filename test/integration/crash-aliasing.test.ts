@@ -97,10 +97,9 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
     for (let i = 0; i < 4; i++) toAlice.push((await caller.call('MESSAGE', `sip:alice@${a.sipDomain}`)).status);
     expect(toAlice.every((s) => s >= 400), `statuses ${toAlice.join(',')}`).toBe(true);
 
-    // Bob is reachable (the check is not vacuous): a MESSAGE to him is delivered and answered.
-    // A request is forked only to the bindings of the worker that took it (relaying to
-    // another process is not there yet: docs/fleet.md), so callers from several source
-    // ports try until one lands on a worker that holds one of bob's connections.
+    // Bob is reachable (the check is not vacuous): a MESSAGE to him is delivered and
+    // answered, relayed to the worker that holds his connection when needed (docs/fleet.md
+    // "Relay"); several source ports are allowed in case one lands on a worker still starting.
     const toBob: number[] = [];
     for (let i = 0; i < 20 && !toBob.includes(200); i++) {
       const ua = i === 0 ? caller : await TestUa.start(edge.server.ports.udp as number, carol);
