@@ -9,10 +9,11 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLocationStore } from '../../src/store/location/redis.js';
 import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
-import { TestUa } from '../support/proxy-harness.js';
+import { cidStr, sipp, TestUa, type SippResult } from '../support/proxy-harness.js';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { registerWithAuth, wsConn } from '../support/sip-client.js';
 import { until } from '../support/wait.js';
+import { ltsRuntime } from '../support/runtimes.js';
 
 /** A raw WebSocket phone: registers with its own Contact, answers every request 200, keeps every frame. */
 async function wsPhone(url: string, e: Endpoint, label: string) {
@@ -121,7 +122,10 @@ describe('fleet relay between the workers of a node (SIP_WORKERS=2, Redis)', () 
   }, 90_000);
 });
 
-describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis)', () => {
+// On the LTS runtime: each worker has its own SO_REUSEPORT UDP socket, so a phone's
+// CANCEL reaches the worker that holds its INVITE (on Node 20's shared socket it may
+// not: docs/workers.md).
+describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis, LTS runtime)', () => {
   let redis: RedisServerHandle;
   const nodes: Edge[] = [];
   const closers: Array<() => void> = [];
@@ -130,7 +134,12 @@ describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis)', 
   beforeAll(async () => {
     redis = await startRedis();
     for (const host of HOSTS) {
-      nodes.push(await startEdge({ REDIS_URL: redis.url, SIP_WORKERS: '2', SIP_HOST: host, NONCE_SECRET: 'fleet-three-nodes-nonce-secret-0123', NODE_ID: `n${host.slice(-1)}` }));
+      nodes.push(
+        await startEdge(
+          { REDIS_URL: redis.url, SIP_WORKERS: '2', SIP_HOST: host, NONCE_SECRET: 'fleet-three-nodes-nonce-secret-0123', NODE_ID: `n${host.slice(-1)}` },
+          { node: ltsRuntime().bin },
+        ),
+      );
     }
     for (const n of nodes) await until('workers', () => (n.server.logs.filter((l) => l.msg === 'worker listening').length >= 2 ? true : undefined), 30_000);
   }, 120_000);
@@ -199,4 +208,29 @@ describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis)', 
       expect(p.count('BYE')).toBe(expected);
     }
   }, 300_000);
+
+  it('SIPp phones on different nodes: an answered call (INVITE, 180, 200, ACK, BYE) and a CANCEL before the answer, from UDP on one node to TCP on another', async () => {
+    const [n2, n3] = nodes as [Edge, Edge, Edge];
+    const a = await n2.newAccount();
+    const completed = (r: SippResult, who: string): void => {
+      expect(r.errors, `${who}: ${r.errors}`).toBe('');
+      expect(r.code, `${who} exit status`).toBe(0);
+      expect(r.successful, `${who} successful calls`).toBe(1);
+      expect(r.failed, `${who} failed calls`).toBe(0);
+    };
+    for (const [uas, uac] of [
+      ['call-uas-answer.xml', 'call-uac.xml'],
+      ['call-uas-ring-cancel.xml', 'call-uac-cancel.xml'],
+    ] as const) {
+      const callee = await n2.newEndpoint(a, `tcp${uas.length}${uac.length}`);
+      const caller = await n2.newEndpoint(a, `udp${uas.length}${uac.length}`);
+      const cid = cidStr();
+      // The callee's TCP flow is held by a process of node .2; the caller sends to node .3.
+      const b = sipp({ scenario: uas, host: HOSTS[0], port: n2.server.ports.tcp as number, transport: 'tcp', endpoint: callee, cidStr: cid });
+      await n2.waitBindings(callee, 1);
+      const c = await sipp({ scenario: uac, host: HOSTS[1], port: n3.server.ports.udp as number, transport: 'udp', endpoint: caller, cidStr: cid, keys: { callee: callee.username }, pauseMs: 200 });
+      completed(c, `caller (${uac})`);
+      completed(await b, `callee (${uas})`);
+    }
+  }, 120_000);
 });

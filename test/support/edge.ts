@@ -85,13 +85,17 @@ export interface Edge {
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Starts the server with the e2e partner configured; `env` adds to or overrides the defaults. */
-export async function startEdge(env: Record<string, string> = {}): Promise<Edge> {
-  const server = await startServer({
-    PARTNER_AUTH_ID: E2E_PARTNER.id,
-    PARTNER_AUTH_TOKEN: E2E_PARTNER.token,
-    LOG_LEVEL: 'info',
-    ...env,
-  });
+export async function startEdge(env: Record<string, string> = {}, opts: { node?: string } = {}): Promise<Edge> {
+  const server = await startServer(
+    {
+      PARTNER_AUTH_ID: E2E_PARTNER.id,
+      PARTNER_AUTH_TOKEN: E2E_PARTNER.token,
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    15_000,
+    opts.node,
+  );
   const base = `http://127.0.0.1:${server.ports.http}`;
 
   const call = async (method: string, path: string, auth: { id: string; token: string }, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {

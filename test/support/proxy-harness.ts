@@ -29,6 +29,8 @@ export interface SippResult {
 
 export interface SippCall {
   scenario: string;
+  /** The edge's address. @default '127.0.0.1' */
+  host?: string;
   port: number;
   transport: 'udp' | 'tcp';
   endpoint: Endpoint;
@@ -45,6 +47,7 @@ export async function sipp(o: SippCall): Promise<SippResult> {
   const e = o.endpoint;
   const r = await runSipp({
     scenario: o.scenario,
+    host: o.host,
     port: o.port,
     transport: o.transport,
     users: [{ user: e.username, domain: e.account.sipDomain, password: e.password }],

@@ -32,6 +32,8 @@ export interface SippRun {
 
 export interface SippOptions {
   scenario: string;
+  /** The edge's address (a fleet test has several nodes). @default '127.0.0.1' */
+  host?: string;
   port: number;
   transport: 'udp' | 'tcp';
   users: SippUser[];
@@ -68,7 +70,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
   const timeoutMs = o.timeoutMs ?? 60_000;
   const recvTimeoutMs = o.recvTimeoutMs === undefined ? 10_000 : o.recvTimeoutMs;
   const args = [
-    '127.0.0.1:' + o.port,
+    `${o.host ?? '127.0.0.1'}:${o.port}`,
     '-sf', join(ROOT, 'sipp-scenarios', o.scenario),
     '-inf', inf,
     '-t', o.transport === 'udp' ? 'u1' : 't1',
