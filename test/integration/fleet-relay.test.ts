@@ -14,6 +14,7 @@ import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs'
 import { registerWithAuth, wsConn } from '../support/sip-client.js';
 import { until } from '../support/wait.js';
 import { ltsRuntime } from '../support/runtimes.js';
+import { startPhoneProcess } from '../support/phone-process.js';
 
 /** A raw WebSocket phone: registers with its own Contact, answers every request 200, keeps every frame. */
 async function wsPhone(url: string, e: Endpoint, label: string) {
@@ -232,5 +233,37 @@ describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis, LT
       completed(c, `caller (${uac})`);
       completed(await b, `callee (${uas})`);
     }
+  }, 120_000);
+
+  it('SIP.js phones over WS on node .2 and UDP phones on nodes .3/.4 exchange MESSAGEs in both directions', async () => {
+    const [n2, n3, n4] = nodes as [Edge, Edge, Edge];
+    const a = await n2.newAccount();
+    const desks: Array<{ e: Endpoint; ua: TestUa }> = [];
+    for (const [k, n] of [n3, n4].entries()) {
+      const e = await n2.newEndpoint(a, `sdesk${k}`);
+      const ua = await TestUa.start(n.server.ports.udp as number, e);
+      ua.edgeHost = HOSTS[nodes.indexOf(n)] as string;
+      closers.push(() => ua.close());
+      expect(await ua.register()).toBe(200);
+      desks.push({ e, ua });
+    }
+    // Two SIP.js phones on node .2: each sends 10 MESSAGEs to a UDP phone on another node.
+    const browsers = [];
+    for (let k = 0; k < 2; k++) {
+      const e = await n2.newEndpoint(a, `sjs${k}`);
+      const p = startPhoneProcess(`ws://${HOSTS[0]}:${n2.server.ports.ws}`, e, { messageTo: `sip:${desks[k]!.e.username}@${a.sipDomain}`, messageCount: 10 });
+      closers.push(() => p.child.kill('SIGKILL'));
+      browsers.push({ e, p });
+    }
+    await until('the SIP.js phones sent their MESSAGEs', () => (browsers.every((b) => b.p.count('sent') === 10) ? true : undefined), 30_000);
+    for (const b of browsers) expect(b.p.events.filter((x) => x.event === 'sent').map((x) => x.status)).toEqual(new Array(10).fill(200));
+    // Each UDP phone got exactly its 10.
+    for (const d of desks) expect(d.ua.requests.filter((r) => r.method === 'MESSAGE').length).toBe(10);
+    // And back: each UDP phone sends 10 MESSAGEs to a SIP.js phone on node .2.
+    for (const [k, d] of desks.entries()) {
+      for (let i = 0; i < 10; i++) expect((await d.ua.call('MESSAGE', `sip:${browsers[k]!.e.username}@${a.sipDomain}`)).status).toBe(200);
+    }
+    await until('the SIP.js phones got theirs', () => (browsers.every((b) => b.p.count('message') === 10) ? true : undefined), 10_000);
+    console.log('three nodes, SIP.js: 20/20 MESSAGEs WS→UDP and 20/20 UDP→WS across nodes');
   }, 120_000);
 });

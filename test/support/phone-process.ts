@@ -12,7 +12,8 @@ import type { Endpoint } from './edge.js';
 const PHONE = fileURLToPath(new URL('./sipjs-phone.mjs', import.meta.url));
 
 export interface PhoneEvent {
-  event: 'state' | 'message' | 'ping' | 'disconnect' | 'gruu' | 'invite';
+  event: 'state' | 'message' | 'ping' | 'disconnect' | 'gruu' | 'invite' | 'sent';
+  status?: number;
   state?: string;
   body?: string;
   uri?: string;
@@ -28,10 +29,10 @@ export interface PhoneProcess {
   count(kind: PhoneEvent['event']): number;
 }
 
-export function startPhoneProcess(server: string, e: Endpoint, opts: { gruu?: boolean } = {}): PhoneProcess {
+export function startPhoneProcess(server: string, e: Endpoint, opts: { gruu?: boolean; messageTo?: string; messageCount?: number } = {}): PhoneProcess {
   const child = spawn(process.execPath, [PHONE], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, SERVER: server, USERNAME: e.username, DOMAIN: e.account.sipDomain, PASSWORD: e.password, GRUU: opts.gruu ? '1' : '0' },
+    env: { PATH: process.env.PATH, SERVER: server, USERNAME: e.username, DOMAIN: e.account.sipDomain, PASSWORD: e.password, GRUU: opts.gruu ? '1' : '0', MESSAGE_TO: opts.messageTo ?? '', MESSAGE_COUNT: String(opts.messageCount ?? 0) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const events: PhoneEvent[] = [];

@@ -10,11 +10,12 @@
  *   {"event":"invite","uri":"…"}             an INVITE arrived (declined with 486: no media in Node)
  *   {"event":"ping"}                         a WebSocket ping arrived (`ws` answers it)
  *   {"event":"disconnect"}                   the WebSocket closed
- * Configured by SERVER (ws://…), USERNAME, DOMAIN, PASSWORD, and GRUU=1 to ask for GRUUs. SIGTERM stops it.
+ * Configured by SERVER (ws://…), USERNAME, DOMAIN, PASSWORD, GRUU=1 to ask for GRUUs, and
+ * MESSAGE_TO + MESSAGE_COUNT to send MESSAGEs ({"event":"sent","status":…} each). SIGTERM stops it.
  */
 import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
-import { Registerer, UserAgent } from 'sip.js';
+import { Messager, Registerer, UserAgent } from 'sip.js';
 
 const { SERVER, USERNAME, DOMAIN, PASSWORD } = process.env;
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
@@ -61,3 +62,26 @@ process.on('SIGTERM', () => {
 });
 await ua.start();
 await registerer.register();
+
+// MESSAGE_TO=<uri> MESSAGE_COUNT=<n>: once registered, send n MESSAGEs one after the
+// other and report each final status: {"event":"sent","status":200}.
+if (process.env.MESSAGE_TO) {
+  const target = UserAgent.makeURI(process.env.MESSAGE_TO);
+  const count = Number(process.env.MESSAGE_COUNT ?? '1');
+  const registered = () => new Promise((resolve) => {
+    if (registerer.state === 'Registered') return resolve();
+    registerer.stateChange.addListener((st) => st === 'Registered' && resolve());
+  });
+  await registered();
+  for (let i = 0; i < count; i++) {
+    const status = await new Promise((resolve) => {
+      void new Messager(ua, target, `hello ${i}`).message({
+        requestDelegate: {
+          onAccept: (r) => resolve(r.message.statusCode),
+          onReject: (r) => resolve(r.message.statusCode),
+        },
+      });
+    });
+    out({ event: 'sent', status });
+  }
+}
