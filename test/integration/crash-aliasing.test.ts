@@ -11,40 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEdge, type Edge, type Endpoint } from '../support/edge.js';
 import { TestUa } from '../support/proxy-harness.js';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
-import { registerWithAuth, wsConn } from '../support/sip-client.js';
+import { wsPhone } from '../support/ws-phone.js';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { until } from '../support/wait.js';
 
 /** Dead after 5 s of silence, found at the next 1 s beat, reaped: docs/fleet.md gives ≤ 7 s; 1 s of slack for a loaded machine. */
 const REAP_BOUND_MS = 8_000;
 
-
-/** A raw WebSocket client that answers every request with 200 and keeps every frame it received. */
-async function recordingWsPhone(url: string, e: Endpoint) {
-  const conn = await wsConn(url);
-  const frames: string[] = [];
-  const r = await registerWithAuth(conn, {
-    transport: 'WS',
-    user: e.username,
-    domain: e.account.sipDomain,
-    viaHost: conn.localHost,
-    viaPort: 0,
-    callId: `${e.username}-${Date.now()}`,
-    password: e.password,
-    contacts: [`<sip:${e.username}@${conn.localHost};transport=ws>`],
-    expires: 600,
-  });
-  conn.ws.on('message', (d) => {
-    const text = d.toString();
-    frames.push(text);
-    if (!/^[A-Z]+ sip/.test(text)) return;
-    const keep = text.split('\r\n').filter((l) => /^(via|from|to|call-id|cseq|record-route):/i.test(l));
-    const to = keep.findIndex((l) => /^to:/i.test(l));
-    if (to >= 0 && !/;tag=/.test(keep[to] as string)) keep[to] += ';tag=ws-phone';
-    conn.ws.send(['SIP/2.0 200 OK', ...keep, 'Content-Length: 0', '', ''].join('\r\n'));
-  });
-  return { conn, frames, status: r.final.status };
-}
 
 describe('no request for a dead process’s client reaches a new client (SIP_WORKERS=2, Redis)', () => {
   let redis: RedisServerHandle;
@@ -69,7 +42,7 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
     const carol = await edge.newEndpoint(a, 'carol');
     const url = `ws://127.0.0.1:${edge.server.ports.ws}`;
 
-    const phoneA = await recordingWsPhone(url, alice);
+    const phoneA = await wsPhone(url, alice, 'alice');
     closers.push(() => phoneA.conn.close());
     expect(phoneA.status).toBe(200);
     await edge.waitBindings(alice, 1);
@@ -83,7 +56,7 @@ describe('no request for a dead process’s client reaches a new client (SIP_WOR
     // Bob connects to a fresh worker (several connections, so both new workers hold one).
     const bobs = [];
     for (let i = 0; i < 4; i++) {
-      const p = await recordingWsPhone(url, bob);
+      const p = await wsPhone(url, bob, `bob${i}`);
       closers.push(() => p.conn.close());
       expect(p.status).toBe(200);
       bobs.push(p);
@@ -147,7 +120,7 @@ describe('a whole node SIGKILLed: another node of the fleet removes its flow bin
   it('the dead node’s WebSocket binding reads sip_registered "false" within the bound, read on the surviving node', async () => {
     const a = await nodeA.newAccount();
     const dave = await nodeA.newEndpoint(a, 'dave');
-    const phone = await recordingWsPhone(`ws://127.0.0.1:${nodeA.server.ports.ws}`, dave);
+    const phone = await wsPhone(`ws://127.0.0.1:${nodeA.server.ports.ws}`, dave, 'dave');
     closers.push(() => phone.conn.close());
     expect(phone.status).toBe(200);
     const readOnB = async (): Promise<string> => {

@@ -11,40 +11,10 @@ import { RedisLocationStore } from '../../src/store/location/redis.js';
 import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
 import { cidStr, sipp, TestUa, type SippResult } from '../support/proxy-harness.js';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
-import { registerWithAuth, wsConn } from '../support/sip-client.js';
+import { wsPhone } from '../support/ws-phone.js';
 import { until } from '../support/wait.js';
 import { ltsRuntime } from '../support/runtimes.js';
 import { startPhoneProcess } from '../support/phone-process.js';
-
-/** A raw WebSocket phone: registers with its own Contact, answers every request 200, keeps every frame. */
-async function wsPhone(url: string, e: Endpoint, label: string) {
-  const conn = await wsConn(url);
-  const frames: string[] = [];
-  const contact = `<sip:${e.username}@${label}.invalid;transport=ws>`;
-  const r = await registerWithAuth(conn, {
-    transport: 'WS',
-    user: e.username,
-    domain: e.account.sipDomain,
-    viaHost: `${label}.invalid`,
-    viaPort: 0,
-    callId: `${label}-${Date.now()}`,
-    password: e.password,
-    contacts: [contact],
-    expires: 600,
-  });
-  conn.ws.on('message', (d) => {
-    const text = d.toString();
-    frames.push(text);
-    const m = /^([A-Z]+) sip/.exec(text);
-    if (!m || m[1] === 'ACK') return;
-    const keep = text.split('\r\n').filter((l) => /^(via|from|to|call-id|cseq|record-route):/i.test(l));
-    const to = keep.findIndex((l) => /^to:/i.test(l));
-    if (to >= 0 && !/;tag=/.test(keep[to] as string)) keep[to] += `;tag=${label}`;
-    conn.ws.send(['SIP/2.0 200 OK', ...keep, `Contact: ${contact}`, 'Content-Length: 0', '', ''].join('\r\n'));
-  });
-  const count = (method: string): number => frames.filter((f) => f.startsWith(`${method} `)).length;
-  return { conn, frames, count, status: r.final.status };
-}
 
 describe('fleet relay between the workers of a node (SIP_WORKERS=2, Redis)', () => {
   let redis: RedisServerHandle;
