@@ -236,4 +236,38 @@ describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis, LT
     await until('the SIP.js phones got theirs', () => (browsers.every((b) => b.p.count('message') === 10) ? true : undefined), 10_000);
     console.log('three nodes, SIP.js: 20/20 MESSAGEs WS→UDP and 20/20 UDP→WS across nodes');
   }, 120_000);
+
+  it('WebSocket phones on node .2 call UDP phones on nodes .3/.4 (INVITE, 200, ACK, BYE): the other direction', async () => {
+    const [n2, n3, n4] = nodes as [Edge, Edge, Edge];
+    const a = await n2.newAccount();
+    const desks: Array<{ e: Endpoint; ua: TestUa }> = [];
+    for (const [k, n] of [n3, n4].entries()) {
+      const e = await n2.newEndpoint(a, `cdesk${k}`);
+      const ua = await TestUa.start(n.server.ports.udp as number, e);
+      ua.edgeHost = HOSTS[nodes.indexOf(n)] as string;
+      closers.push(() => ua.close());
+      expect(await ua.register()).toBe(200);
+      desks.push({ e, ua });
+    }
+    const callers = [];
+    for (let k = 0; k < 2; k++) {
+      const e = await n2.newEndpoint(a, `cweb${k}`);
+      const p = await wsPhone(`ws://${HOSTS[0]}:${n2.server.ports.ws}`, e, `cweb${k}`);
+      closers.push(() => p.conn.close());
+      expect(p.status).toBe(200);
+      callers.push(p);
+    }
+    const results: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      // Paced under the account's cps_limit.
+      await new Promise((r) => setTimeout(r, 110));
+      const desk = desks[i % 2]!;
+      const r = await callers[i % 2]!.call(`sip:${desk.e.username}@${a.sipDomain}`);
+      results.push(`${r.invite}/${r.bye}`);
+    }
+    expect(results).toEqual(new Array(20).fill('200/200'));
+    await until('every INVITE, ACK and BYE on the UDP phones', () => (desks.every((d) => d.ua.requests.filter((q) => q.method === 'BYE').length === 10) ? true : undefined), 5000);
+    for (const d of desks) expect(d.ua.requests.filter((q) => q.method === 'INVITE').length).toBe(10);
+    console.log('three nodes: 20/20 calls from WebSocket phones on node .2 to UDP phones on nodes .3/.4');
+  }, 120_000);
 });
