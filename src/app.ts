@@ -120,6 +120,11 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         node: nodeAddress,
         log: log.child({ component: 'fleet' }),
         onReaped: (n) => metrics.bindingsReaped(n),
+        // Where this node's UDP requests leave from: a NATed phone answers only that (docs/fleet.md).
+        udpAddress: (): string | null => {
+          const l: { host: string; port: number } | null = layer.sentBy('udp');
+          return l ? `${nodeAddress ?? l.host}:${l.port}` : null;
+        },
         // The relay (docs/fleet.md "Relay"): bytes for a flow of this process, and responses to its branches.
         deliver: (flow, data) => transports.get(flow.transport)?.send(flow, data) ?? false,
         receive: (flow, data) => router.onMessage(data, flow),
@@ -195,7 +200,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const transports = new Map<SipTransportName, Transport>();
   const sipLog = log.child({ component: 'sip' });
   // The stateful proxy (RFC 3261 §16) for everything but REGISTER and OPTIONS to the server.
-  const layer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost, relay: fleet?.relay ?? null });
+  const layer: TransactionLayer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost, relay: fleet?.relay ?? null });
   const limiterOptions = { maxCallDurationMs: config.maxCallDuration * 1000 };
   const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
   const proxy = new SipProxy({

@@ -31,6 +31,12 @@ export interface FlowRelay {
   readonly branchTag: string;
   /** Send `data` on `d`'s flow in process `d.node`; false when that process is gone. */
   send(d: Destination, data: Buffer): boolean;
+  /**
+   * A datagram for a UDP peer that registered with (or called through) process
+   * `d.node`: handed to a live process of that node when the node is another one
+   * (its NAT answers only that address); false when this node sends it itself.
+   */
+  sendDatagram(d: Destination, data: Buffer): boolean;
   /** A response came over `flow` for a branch of process `tag`: hand it over. */
   response(tag: string, data: Buffer, flow: Flow): void;
 }
@@ -47,7 +53,10 @@ export function isReliable(t: SipTransportName): boolean {
 
 /** Writes bytes to a destination; false when its transport is off or its connection is gone. */
 export function sendTo(transports: ReadonlyMap<SipTransportName, Transport>, d: Destination, data: Buffer, relay?: FlowRelay | null): boolean {
-  if (d.node && relay && d.node !== relay.self && d.connId !== null) return relay.send(d, data);
+  if (d.node && relay && d.node !== relay.self) {
+    if (d.connId !== null) return relay.send(d, data);
+    if (relay.sendDatagram(d, data)) return true;
+  }
   const t = transports.get(d.transport);
   if (!t) return false;
   const flow: Flow = { transport: d.transport, remoteAddress: d.address, remotePort: d.port, localAddress: '', localPort: 0, connId: d.connId };

@@ -22,6 +22,8 @@ export interface ProcessEntry {
   startedAt: number;
   /** When it last said so (ms since the epoch). */
   seen: number;
+  /** The `host:port` its UDP requests leave from (the workers of a node share it), or null. */
+  udp?: string | null;
 }
 
 export interface FleetRegistryOptions {
@@ -36,6 +38,8 @@ export interface FleetRegistryOptions {
   onReaped?: (count: number) => void;
   /** This process's tag (the last part of its id, and the prefix of its branches). */
   processTag: string;
+  /** The `host:port` this process's UDP requests leave from (known once bound), or null without UDP. */
+  udpAddress?: () => string | null;
   /** Write bytes relayed by another process on a connection of this one (peer-checked); false when gone. */
   deliver?: (flow: Flow, data: Buffer) => boolean;
   /** A response relayed by the process that holds its flow: into this process's router. */
@@ -78,6 +82,8 @@ export class FleetRegistry {
   #beating: Promise<void> | null = null;
   /** The registry as last read: process id → last beat (ms). */
   #seen = new Map<string, number>();
+  /** Process id → its UDP address, for every process ever read (kept after it dies: its node may live on). */
+  #udpOf = new Map<string, string>();
   #sub: RedisClient | null = null;
   readonly #prefix: string;
 
@@ -104,6 +110,24 @@ export class FleetRegistry {
       // Known and silent: dead (its bindings are being reaped); unknown: just started.
       if (seen !== undefined && Date.now() - seen > FLEET_DEAD_AFTER_MS) return false;
       this.#publish(tagOf(node), { k: 's', t: d.transport, c: d.connId as string, a: d.address, p: d.port }, data);
+      return true;
+    },
+    sendDatagram: (d: Destination, data: Buffer): boolean => {
+      const to = this.#udpOf.get(d.node as string);
+      const mine = this.#o.udpAddress?.() ?? null;
+      // Same node (the workers share the socket), or a node never heard of: sent from here.
+      if (!to || to === mine) return false;
+      // The process of that node heard from last (the workers of a node share its socket:
+      // any live one will do, a worker restarted since the REGISTER too); the whole node
+      // gone: sent from here, best effort.
+      let via: string | null = null;
+      let latest = Date.now() - FLEET_DEAD_AFTER_MS;
+      for (const [id, a] of this.#udpOf) {
+        const seen = this.#seen.get(id) ?? 0;
+        if (a === to && seen > latest) [via, latest] = [id, seen];
+      }
+      if (via === null) return false;
+      this.#publish(tagOf(via), { k: 's', t: 'udp', c: '', a: d.address, p: d.port }, data);
       return true;
     },
     response: (tag: string, data: Buffer, flow: Flow): void => {
@@ -211,10 +235,11 @@ export class FleetRegistry {
     const { redis, processId, node, log } = this.#o;
     const now = Date.now();
     try {
-      const me: ProcessEntry = { id: processId, node, pid: process.pid, startedAt: this.#startedAt, seen: now };
+      const me: ProcessEntry = { id: processId, node, pid: process.pid, startedAt: this.#startedAt, seen: now, udp: this.#o.udpAddress?.() ?? null };
       await redis.hset(this.#procs, processId, JSON.stringify(me));
       const all = await this.processes();
       this.#seen = new Map(all.map((p) => [p.id, p.seen]));
+      for (const p of all) if (p.udp) this.#udpOf.set(p.id, p.udp);
       for (const p of all) {
         if (p.id !== processId && now - p.seen > FLEET_DEAD_AFTER_MS) await this.#reap(p);
       }

@@ -388,7 +388,9 @@ export class SipProxy implements RequestProcessor {
     const r = parseUri(b.received);
     if (!r || r.port === null) return null;
     const address = r.host.startsWith('[') ? r.host.slice(1, -1) : r.host;
-    if (b.transport === 'udp') return { transport: 'udp', address, port: r.port, connId: null };
+    // UDP: named with the process it registered through, so that the request leaves from
+    // that node (a NATed phone answers only the address it registered with; docs/fleet.md).
+    if (b.transport === 'udp') return { transport: 'udp', address, port: r.port, connId: null, node: this.opts.relayFlows ? b.nodeId : null };
     if (!b.connId) return null;
     if (b.nodeId !== this.opts.nodeId) {
       // Held by another process of the fleet: relayed to it when the fleet relay is on.
@@ -422,10 +424,10 @@ export class SipProxy implements RequestProcessor {
     ]);
   }
 
-  /** The flow a request came in on, named with this process when it is a connection (flow tokens, relay). */
+  /** The flow a request came in on, named with this process (flow tokens, relay; a UDP peer's NAT knows this node). */
   private ownFlow(ctx: IncomingRequest): Destination {
     const d = destinationOf(ctx.flow);
-    return ctx.flow.connId !== null && this.opts.relayFlows ? { ...d, node: this.opts.nodeId } : d;
+    return this.opts.relayFlows ? { ...d, node: this.opts.nodeId } : d;
   }
 
   // --- account limits --------------------------------------------------------------

@@ -119,7 +119,9 @@ export class Registrar {
           received,
           transport: flow.transport,
           path: pathValues.length > 0 ? pathValues.join(',') : null,
-          nodeId: stream ? this.opts.nodeId : null,
+          // Every binding names the process that took it: a UDP phone behind NAT answers only
+          // the node it registered with, so requests to it leave from that node (docs/fleet.md).
+          nodeId: this.opts.nodeId,
           connId: flow.connId,
         },
         this.opts.policy,

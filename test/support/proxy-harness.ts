@@ -82,6 +82,8 @@ export interface Received {
  */
 export class TestUa {
   readonly requests: SipRequest[] = [];
+  /** The source `address:port` of each request received (ACK included), in order: who sent it on the wire. */
+  readonly requestSources: Array<{ method: string; from: string }> = [];
   /** Every response received, in order. */
   readonly responses: SipResponse[] = [];
   private readonly socket: dgram.Socket;
@@ -104,7 +106,7 @@ export class TestUa {
     private readonly password: string,
   ) {
     this.socket = dgram.createSocket('udp4');
-    this.socket.on('message', (data) => this.onMessage(data));
+    this.socket.on('message', (data, rinfo) => this.onMessage(data, `${rinfo.address}:${rinfo.port}`));
   }
 
   static async start(edgePort: number, e?: Endpoint): Promise<TestUa> {
@@ -126,10 +128,11 @@ export class TestUa {
     this.socket.close();
   }
 
-  private onMessage(data: Buffer): void {
+  private onMessage(data: Buffer, from: string): void {
     const p = parseMessage(data);
     if (!p.ok) return;
     const m = p.msg;
+    if (m.kind === 'request') this.requestSources.push({ method: m.method, from });
     if (m.kind === 'response') this.responses.push(m);
     const w = this.waiters.find((x) => x.match(m));
     if (w) {
