@@ -35,6 +35,7 @@ import type { Directory } from './store/directory/directory.js';
 import { MemoryDirectory } from './store/directory/memory.js';
 import { RedisDirectory } from './store/directory/redis.js';
 import { buildApiServer } from './api/server.js';
+import { RegistrationEventHub } from './api/registration-events.js';
 import type { FastifyInstance } from 'fastify';
 import type { Aor } from './store/location/location.js';
 
@@ -82,6 +83,14 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   let credentials: CredentialStore;
   let directory: Directory;
   let events: RedisEvents | null = null;
+  // Registration events (docs/events.md): the stores write them; the hub wakes the
+  // event streams of every process (over Redis pub/sub when there is one).
+  const eventHub = new RegistrationEventHub((domains) => {
+    events?.publish('regev', domains).catch(() => {
+      // A lost wake-up is covered by the streams' one-second poll.
+    });
+  });
+  const eventOptions = { events: config.eventLog, onEvents: (domain: string) => eventHub.changed(domain) };
   const target = redisTarget(config);
   if (target) {
     // One client for a single server, a Sentinel-watched master, or a Cluster (README "Storage").
@@ -96,14 +105,15 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       connectionName: `sip-edge:${processId}`,
     });
     redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis error'));
-    location = new RedisLocationStore(redis);
+    location = new RedisLocationStore(redis, eventOptions);
     // Credentials are read from a per-process cache kept exact by change notices
     // (one Redis command fewer per authenticated REGISTER); see store/credentials/cache.ts.
     events = new RedisEvents(redis, log);
+    events.on('regev', (domains) => eventHub.remote(domains));
     credentials = new CachedCredentialStore(new RedisCredentialStore(redis), events);
     directory = new RedisDirectory(redis);
   } else {
-    location = new MemoryLocationStore();
+    location = new MemoryLocationStore(eventOptions);
     credentials = new MemoryCredentialStore();
     directory = new MemoryDirectory();
   }
@@ -279,6 +289,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   };
 
   let http: FastifyInstance | null = null;
+  let sweeper: NodeJS.Timeout | null = null;
   const started: Transport[] = [];
   return {
     location,
@@ -318,6 +329,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           directory,
           redis,
           onEndpointRemoved,
+          eventHub,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -329,10 +341,20 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         if (a && typeof a === 'object') listening.http = { address: a.address, port: a.port };
       }
       fleet?.start();
+      // The expiry sweep on Redis (the embedded store runs its own): lapsed bindings are
+      // reported as `expired` within about a second (docs/events.md "Expiry sweep").
+      if (redis && config.eventLog) {
+        sweeper = setInterval(() => {
+          location.sweepExpired().catch((err: unknown) => log.debug({ err: err instanceof Error ? err.message : String(err) }, 'expiry sweep failed'));
+        }, 1000);
+        sweeper.unref();
+      }
       metrics.startEventLoopMonitor();
       return listening;
     },
     async stop() {
+      if (sweeper) clearInterval(sweeper);
+      eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the
       // requests in flight answer, then close flows (WebSockets with 1001) and stores.
       hardening.draining = true;

@@ -107,6 +107,8 @@ export interface Config {
   maxConnections: number;
   /** Identifies this process in flow-owned bindings. @default random */
   nodeId: string;
+  /** Keep registration events (docs/events.md); off saves a stream write per REGISTER. @default true */
+  eventLog: boolean;
   /** HTTP API requests per minute per Auth ID. @default 1000 */
   apiRateLimit: number;
   /**
@@ -209,6 +211,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   maxLineLength: 8192,
   idleTimeout: 300,
   pingInterval: 30,
+  eventLog: true,
   maxConnections: 50000,
   apiRateLimit: 1000,
   rateLimit: 100,
@@ -270,6 +273,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_PING_INTERVAL', 'pingInterval', int(1, 3600)],
   ['SIP_MAX_CONNECTIONS', 'maxConnections', int(1, 1_000_000)],
   ['NODE_ID', 'nodeId', str],
+  ['EVENT_LOG', 'eventLog', bool],
   ['API_RATE_LIMIT', 'apiRateLimit', int(1, 10_000_000)],
   ['SIP_RATE_LIMIT', 'rateLimit', intOrOff(1, 10_000_000)],
   ['SIP_RATE_WINDOW', 'rateWindow', int(1, 3600)],

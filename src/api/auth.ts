@@ -39,6 +39,8 @@ declare module 'fastify' {
      * `empty` (endpoint update/delete) or `endpoint` ({error, endpoint_id}).
      */
     notFound?: 'empty' | 'endpoint';
+    /** The route also answers `Accept: text/event-stream` (docs/events.md). */
+    eventStream?: boolean;
   }
 }
 

@@ -27,6 +27,7 @@ import { registerApplicationRoutes } from './applications.js';
 import { Authenticator, headerValue, type Access, type Principal } from './auth.js';
 import type { ApiContext } from './context.js';
 import { registerEndpointRoutes } from './endpoints.js';
+import { RegistrationEventHub, registerRegistrationEventRoutes, wantsEventStream } from './registration-events.js';
 import { ApiError, badRequest, detailsFromAjv, endpointNotFound, notFound, notFoundNoBody } from './errors.js';
 import { registerHealthRoutes, type OperatorHooks } from './health.js';
 import { Idempotency } from './idempotency.js';
@@ -44,6 +45,8 @@ export interface ApiServerDeps {
   redis?: RedisClient | null;
   /** Called after an endpoint's bindings were removed (password change, delete): close its flows. */
   onEndpointRemoved?: (aor: Aor) => void;
+  /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
+  eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
   ops?: OperatorHooks;
 }
@@ -253,7 +256,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       done();
     };
     const guard = async (req: FastifyRequest): Promise<void> => {
-      if (!acceptsJson(headerValue(req, 'accept') ?? undefined)) {
+      const accept = headerValue(req, 'accept') ?? undefined;
+      if (!acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept))) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
@@ -279,6 +283,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerPartnerRoutes(app, ctx);
   registerAccountRoutes(app, ctx);
   registerEndpointRoutes(app, ctx);
+  registerRegistrationEventRoutes(app, ctx, deps.eventHub ?? new RegistrationEventHub());
   registerApplicationRoutes(app, ctx);
   registerSubAccountRoutes(app, ctx);
   return app;

@@ -25,6 +25,8 @@ export interface RegisterContext {
   path: string | null;
   nodeId: string | null;
   connId: string | null;
+  /** The endpoint whose credential the REGISTER proved (registration events name it). */
+  endpointId?: string;
 }
 
 /**
@@ -85,6 +87,7 @@ export function planRegister(contacts: ContactList | null, ctx: RegisterContext,
       regId: regIdOf(c),
       nodeId: ctx.nodeId,
       connId: ctx.connId,
+      ...(ctx.endpointId !== undefined ? { endpointId: ctx.endpointId } : {}),
     };
     op.writes.push(write);
   }

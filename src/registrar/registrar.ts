@@ -123,6 +123,7 @@ export class Registrar {
           // the node it registered with, so requests to it leave from that node (docs/fleet.md).
           nodeId: this.opts.nodeId,
           connId: flow.connId,
+          endpointId: auth.credential.endpointId,
         },
         this.opts.policy,
       );

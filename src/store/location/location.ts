@@ -46,9 +46,12 @@ export interface Binding {
   q: number | null;
   instanceId: string | null;
   regId: number | null;
-  /** For TCP/TLS/WS/WSS: the node and connection that own the flow; null for UDP. */
+  /** The process that took the REGISTER (its flow's owner; for UDP, the node the phone answers). */
   nodeId: string | null;
+  /** For TCP/TLS/WS/WSS: the connection that carries the flow; null for UDP. */
   connId: string | null;
+  /** The endpoint's id (registration events name it); absent in bindings written before it was kept. */
+  endpointId?: string | null;
 }
 
 /** A binding the REGISTER asks to add or refresh (expires > 0). */
@@ -92,6 +95,43 @@ export type RegisterResult =
    */
   | { ok: false; code: 'OUT_OF_ORDER' | 'TOO_MANY'; bindings: Binding[] };
 
+/** What happened to a binding (docs/events.md). */
+export type RegistrationEventKind = 'registered' | 'refreshed' | 'unregistered' | 'expired' | 'removed';
+
+/**
+ * One registration event, written by the store in the same atomic step as the
+ * change it reports. `id` orders the events of an account (`<ms>-<seq>`, a Redis
+ * stream id), so a reader resumes after the last id it saw.
+ */
+export interface RegistrationEvent {
+  id: string;
+  event: RegistrationEventKind;
+  /** When it happened, ms since the epoch. */
+  at: number;
+  aor: Aor;
+  /** The binding as it was (removed, expired) or is now (registered, refreshed). */
+  binding: Binding;
+  /** Whether the endpoint has a live binding after the event (its `sip_registered`). */
+  registered: boolean;
+}
+
+/** At most this many events are kept per account (docs/events.md "Retention"). */
+export const EVENT_LOG_MAX = 10_000;
+/** Events older than this are dropped, ms (24 h). */
+export const EVENT_LOG_RETENTION_MS = 24 * 3600 * 1000;
+
+/** Whether `a` is a later event id than `b` (`<ms>-<seq>`). */
+export function eventIdAfter(a: string, b: string): boolean {
+  const [am, as] = a.split('-').map(Number) as [number, number];
+  const [bm, bs] = b.split('-').map(Number) as [number, number];
+  return am !== bm ? am > bm : as > bs;
+}
+
+/** An event id as a client may send it (`after`, `Last-Event-ID`). */
+export function isEventId(s: string): boolean {
+  return /^\d{1,15}-\d{1,15}$/.test(s);
+}
+
 export interface LocationStore {
   /** Apply one REGISTER; returns the live bindings afterwards, most recently updated first. */
   register(aor: Aor, op: RegisterOp): Promise<RegisterResult>;
@@ -105,6 +145,19 @@ export interface LocationStore {
   removeKeys(aor: Aor, keys: string[]): Promise<number>;
   /** Count of live bindings in the whole store, by transport (metrics, tests). Not for request paths. */
   countLive(now?: number): Promise<Record<SipTransportName, number>>;
+  /**
+   * Registration events of one account with ids after `after` (all kept when null),
+   * oldest first, at most `limit`. Empty when the store keeps no events.
+   */
+  registrationEvents(domain: string, after: string | null, limit: number): Promise<RegistrationEvent[]>;
+  /** The id of the newest event kept for the account, or null (a stream without Last-Event-ID starts after it). */
+  newestRegistrationEventId(domain: string): Promise<string | null>;
+  /**
+   * Remove bindings that lapsed by `now`, each with an `expired` event; returns how
+   * many. Runs on a timer (docs/events.md "Expiry sweep"): an endpoint that stops
+   * refreshing is reported without waiting for a request to meet its binding.
+   */
+  sweepExpired(now?: number): Promise<number>;
   /** Probe the backend (readiness). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -173,5 +226,6 @@ export function bindingFromWrite(w: BindingWrite, now: number): Binding {
     regId: w.regId,
     nodeId: w.nodeId,
     connId: w.connId,
+    ...(w.endpointId !== undefined ? { endpointId: w.endpointId } : {}),
   };
 }

@@ -9,8 +9,13 @@ import {
   type LocationStore,
   type RegisterOp,
   type RegisterResult,
+  type RegistrationEvent,
+  type RegistrationEventKind,
   type SipTransportName,
+  EVENT_LOG_MAX,
+  EVENT_LOG_RETENTION_MS,
   RETRANSMISSION_WINDOW_MS,
+  eventIdAfter,
 } from './location.js';
 
 /** Options of {@link MemoryLocationStore}. */
@@ -21,9 +26,14 @@ export interface MemoryLocationStoreOptions {
    * @default 30000
    */
   sweepIntervalMs?: number;
+  /** Keep registration events (docs/events.md). @default true */
+  events?: boolean;
+  /** Events were written for this account domain (the event stream wakes up). */
+  onEvents?: (domain: string) => void;
 }
 
-const DEFAULT_SWEEP_INTERVAL_MS = 30_000;
+/** Every second: the sweep is what reports lapsed bindings as `expired` (docs/events.md). */
+const DEFAULT_SWEEP_INTERVAL_MS = 1_000;
 
 function copy(b: Binding): Binding {
   // Bindings are flat records of primitives: a shallow copy keeps callers from
@@ -45,8 +55,15 @@ export class MemoryLocationStore implements LocationStore {
   /** aorKey → binding key → binding. */
   readonly #aors = new Map<string, Map<string, Binding>>();
   #timer: NodeJS.Timeout | null = null;
+  /** Account domain → its registration events, oldest first (null: events off). */
+  readonly #log: Map<string, RegistrationEvent[]> | null;
+  readonly #onEvents: ((domain: string) => void) | undefined;
+  #lastMs = 0;
+  #seq = 0;
 
   constructor(opts: MemoryLocationStoreOptions = {}) {
+    this.#log = opts.events === false ? null : new Map();
+    this.#onEvents = opts.onEvents;
     const every = opts.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
     if (every > 0) {
       this.#timer = setInterval(() => this.sweep(), every);
@@ -55,19 +72,60 @@ export class MemoryLocationStore implements LocationStore {
     }
   }
 
-  /** Delete every binding with `expiresAt <= now`; returns how many were deleted. */
+  /** Delete every binding with `expiresAt <= now`, each with an `expired` event; returns how many were deleted. */
   sweep(now: number = Date.now()): number {
     let n = 0;
     for (const [k, m] of this.#aors) {
+      const lapsed: Binding[] = [];
       for (const [bk, b] of m) {
         if (b.expiresAt <= now) {
           m.delete(bk);
+          lapsed.push(b);
           n++;
         }
       }
       if (m.size === 0) this.#aors.delete(k);
+      if (lapsed.length > 0) this.#emit(aorOfKey(k), lapsed.map((b) => ['expired', b]), m.size > 0, now);
     }
     return n;
+  }
+
+  async sweepExpired(now: number = Date.now()): Promise<number> {
+    return this.sweep(now);
+  }
+
+  async registrationEvents(domain: string, after: string | null, limit: number): Promise<RegistrationEvent[]> {
+    const log = this.#log?.get(domain);
+    if (!log) return [];
+    this.#trim(domain, log, Date.now());
+    const from = after === null ? 0 : log.findIndex((e) => eventIdAfter(e.id, after));
+    return from < 0 ? [] : log.slice(from, from + limit).map((e) => ({ ...e, aor: { ...e.aor }, binding: copy(e.binding) }));
+  }
+
+  async newestRegistrationEventId(domain: string): Promise<string | null> {
+    return this.#log?.get(domain)?.at(-1)?.id ?? null;
+  }
+
+  /** Record events of one AOR, written together with the change they report. */
+  #emit(aor: Aor, events: Array<[RegistrationEventKind, Binding]>, registered: boolean, now: number): void {
+    if (!this.#log || events.length === 0) return;
+    let log = this.#log.get(aor.domain);
+    if (!log) this.#log.set(aor.domain, (log = []));
+    for (const [event, binding] of events) {
+      const ms = Math.max(now, this.#lastMs);
+      this.#seq = ms === this.#lastMs ? this.#seq + 1 : 0;
+      this.#lastMs = ms;
+      log.push({ id: `${ms}-${this.#seq}`, event, at: now, aor: { ...aor }, binding: copy(binding), registered });
+    }
+    this.#trim(aor.domain, log, now);
+    this.#onEvents?.(aor.domain);
+  }
+
+  #trim(domain: string, log: RegistrationEvent[], now: number): void {
+    let drop = Math.max(0, log.length - EVENT_LOG_MAX);
+    while (drop < log.length && (log[drop] as RegistrationEvent).at < now - EVENT_LOG_RETENTION_MS) drop++;
+    if (drop > 0) log.splice(0, drop);
+    if (log.length === 0) this.#log?.delete(domain);
   }
 
   async register(aor: Aor, op: RegisterOp): Promise<RegisterResult> {
@@ -75,7 +133,9 @@ export class MemoryLocationStore implements LocationStore {
     const current = this.#aors.get(k);
     // Step 1: expired bindings are absent (RFC 3261 §10.3 step 6 works on live ones).
     const live = new Map<string, Binding>();
+    const lapsed: Array<[RegistrationEventKind, Binding]> = [];
     if (current) for (const [bk, b] of current) if (b.expiresAt > op.now) live.set(bk, b);
+    else lapsed.push(['expired', b]);
     const liveList = (): Binding[] => [...live.values()].map(copy).sort(compareBindings);
 
     const outOfOrder = (b: Binding | undefined): boolean =>
@@ -96,6 +156,7 @@ export class MemoryLocationStore implements LocationStore {
         if (outOfOrder(b)) return { ok: false, code: 'OUT_OF_ORDER', bindings: liveList() };
       }
       this.#aors.delete(k);
+      this.#emit(aor, [...lapsed, ...[...live.values()].map((b): [RegistrationEventKind, Binding] => ['unregistered', b])], false, op.now);
       return { ok: true, bindings: [] };
     }
 
@@ -122,6 +183,15 @@ export class MemoryLocationStore implements LocationStore {
     // RFC 3261 §10.3 step 8: all changes of one REGISTER are applied together.
     if (next.size === 0) this.#aors.delete(k);
     else this.#aors.set(current ? k : ownString(k), next);
+    if (this.#log) {
+      const events = lapsed;
+      for (const [key, b] of live) if (!next.has(key)) events.push(['unregistered', b]);
+      for (const w of op.writes) {
+        const b = next.get(w.key);
+        if (b) events.push([live.has(w.key) ? 'refreshed' : 'registered', b]);
+      }
+      this.#emit(aor, events, next.size > 0, op.now);
+    }
     return { ok: true, bindings: [...next.values()].map(copy).sort(compareBindings) };
   }
 
@@ -143,6 +213,7 @@ export class MemoryLocationStore implements LocationStore {
     let n = 0;
     for (const b of m.values()) if (b.expiresAt > now) n++;
     this.#aors.delete(k);
+    this.#emit(aor, [...m.values()].map((b) => [b.expiresAt > now ? 'removed' : 'expired', b]), false, now);
     return n;
   }
 
@@ -152,13 +223,16 @@ export class MemoryLocationStore implements LocationStore {
     if (!m) return 0;
     const now = Date.now();
     let n = 0;
+    const events: Array<[RegistrationEventKind, Binding]> = [];
     for (const key of keys) {
       const b = m.get(key);
       if (b === undefined) continue;
       if (b.expiresAt > now) n++;
+      events.push([b.expiresAt > now ? 'removed' : 'expired', b]);
       m.delete(key);
     }
     if (m.size === 0) this.#aors.delete(k);
+    this.#emit(aor, events, [...m.values()].some((b) => b.expiresAt > now), now);
     return n;
   }
 
@@ -178,6 +252,7 @@ export class MemoryLocationStore implements LocationStore {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
     this.#aors.clear();
+    this.#log?.clear();
   }
 
   #live(aor: Aor, now: number): Binding[] {
@@ -187,4 +262,10 @@ export class MemoryLocationStore implements LocationStore {
     for (const b of m.values()) if (b.expiresAt > now) out.push(copy(b));
     return out.sort(compareBindings);
   }
+}
+
+/** The AOR of a map key (`user@domain`; usernames hold no `@`). */
+function aorOfKey(k: string): Aor {
+  const at = k.indexOf('@');
+  return { user: k.slice(0, at), domain: k.slice(at + 1) };
 }
