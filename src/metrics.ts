@@ -53,6 +53,8 @@ export interface MetricSources {
 export class Metrics {
   readonly registry = new Registry();
   private readonly reaped: Counter;
+  private readonly callbacks: Counter<'event' | 'outcome'>;
+  private readonly callbacksDead: Counter<'event'>;
   private readonly registerOutcomes: Counter<'outcome' | 'transport'>;
   private readonly responses: Counter<'method' | 'status' | 'transport'>;
   private readonly sipDuration: Histogram<'method' | 'transport'>;
@@ -105,6 +107,18 @@ export class Metrics {
     this.reaped = new Counter({
       name: 'sip_bindings_reaped_total',
       help: 'Flow bindings of dead processes removed by this one (docs/fleet.md)',
+      registers,
+    });
+    this.callbacks = new Counter({
+      name: 'sip_callbacks_total',
+      help: 'Callback delivery attempts by event (Ring, StartApp, Hangup, Message) and outcome (ok, http_<status>, error) (docs/callbacks.md)',
+      labelNames: ['event', 'outcome'],
+      registers,
+    });
+    this.callbacksDead = new Counter({
+      name: 'sip_callbacks_dead_total',
+      help: 'Callbacks given up on after every attempt failed (dead letters, docs/callbacks.md)',
+      labelNames: ['event'],
       registers,
     });
     this.eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
@@ -238,6 +252,15 @@ export class Metrics {
   /** Bindings of a dead process removed (the fleet reaper). */
   bindingsReaped(n: number): void {
     this.reaped.inc(n);
+  }
+
+  /** One callback delivery attempt. */
+  callbackAttempt(event: string, outcome: string): void {
+    this.callbacks.inc({ event, outcome });
+  }
+
+  callbackDead(event: string): void {
+    this.callbacksDead.inc({ event });
   }
 
   unhandledRejection(): void {

@@ -17,6 +17,8 @@ export interface Destination {
    * another worker or node): the bytes are relayed to it (docs/fleet.md "Relay").
    */
   node?: string | null;
+  /** From a flow token: the account domain of the call whose dialog this is (its record, docs/events.md). */
+  callDomain?: string;
 }
 
 /**

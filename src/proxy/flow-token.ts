@@ -22,9 +22,11 @@ const MAC_BYTES = 9;
 export class FlowTokens {
   constructor(private readonly secret: Buffer) {}
 
-  encode(d: Destination, callId: string): string {
+  /** @param callDomain the account domain of the call, when the dialog is a call with a record (CDRs, docs/events.md) */
+  encode(d: Destination, callId: string, callDomain?: string): string {
     // The owning process too (a flow of another worker or node is reached through it).
-    const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}${d.node ? `|${d.node}` : ''}`;
+    const tail = callDomain ? `|${d.node ?? ''}|${callDomain}` : d.node ? `|${d.node}` : '';
+    const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}${tail}`;
     return `${Buffer.from(flow).toString('base64url')}.${this.mac(flow, callId).toString('base64url')}`;
   }
 
@@ -36,9 +38,16 @@ export class FlowTokens {
     const given = Buffer.from(token.slice(dot + 1), 'base64url');
     const want = this.mac(flow, callId);
     if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
-    const [transport, connId, address, port, node] = flow.split('|');
+    const [transport, connId, address, port, node, callDomain] = flow.split('|');
     if (!SIP_TRANSPORT_NAMES.has(transport as string) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
-    return { transport: transport as SipTransportName, connId: connId === '' || connId === undefined ? null : connId, address, port: Number(port), ...(node ? { node } : {}) };
+    return {
+      transport: transport as SipTransportName,
+      connId: connId === '' || connId === undefined ? null : connId,
+      address,
+      port: Number(port),
+      ...(node ? { node } : {}),
+      ...(callDomain ? { callDomain } : {}),
+    };
   }
 
   private mac(flow: string, callId: string): Buffer {

@@ -19,6 +19,7 @@ import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from 
 import type { Binding, LocationStore } from '../store/location/location.js';
 import type { SipTransportName } from '../transport/types.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, type CallLimiter } from './call-limiter.js';
+import type { CallInfo, CallTracker, TrackedCall } from './call-tracker.js';
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
@@ -40,6 +41,8 @@ export interface ProxyOptions {
   nodeId: string;
   /** Flows held by other processes are relayed to them (the fleet relay, docs/fleet.md); else skipped. */
   relayFlows?: boolean;
+  /** Call records and callbacks (docs/events.md "Calls"); none when absent. */
+  calls?: CallTracker;
   /** Reads GRUUs in Request-URIs (RFC 5627): a request to one reaches that device only. */
   gruus?: Gruus;
   /** Where calls to telephone numbers go (Config.outboundGatewayUri); null → 503. */
@@ -202,7 +205,11 @@ export class SipProxy implements RequestProcessor {
   private async inDialog(ctx: IncomingRequest, tx: ServerTransaction, dest: Destination | null): Promise<void> {
     const req = ctx.req;
     if (!dest) throw new SipError(404, 'Not Found', 'PROXY_NO_ROUTE', [['Warning', `399 ${WARN_AGENT} "in-dialog request without a Route of this edge"`]]);
-    if (req.method === 'BYE') this.release(ctx.callId);
+    if (req.method === 'BYE') {
+      this.release(ctx.callId);
+      // The call's end, whichever node the BYE reached (its flow token names the account).
+      if (dest.callDomain && this.opts.calls) void this.opts.calls.bye(dest.callDomain, ctx.callId, tagOf(getHeader(req, 'from')));
+    }
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
     const context = new ResponseContext({
@@ -240,6 +247,32 @@ export class SipProxy implements RequestProcessor {
   private async outOfDialog(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
     const req = ctx.req;
     const caller = await this.authenticate(ctx);
+    if (req.method !== 'INVITE' || !this.opts.calls) return this.placeCall(ctx, tx, loop, caller, null);
+    // An INVITE of an authenticated endpoint is a call attempt: it leaves a record
+    // even when the edge itself refuses it (not registered, policy, limits).
+    const info: CallInfo = {
+      domain: caller.domain,
+      authId: caller.account.authId,
+      subAccount: caller.sub?.authId ?? null,
+      sipCallId: ctx.callId,
+      fromTag: tagOf(getHeader(req, 'from')) ?? '',
+      fromNumber: caller.user,
+      toNumber: targetNumber(req.uri),
+      context: 'endpoint',
+      endpoint: caller.endpoint,
+    };
+    try {
+      await this.placeCall(ctx, tx, loop, caller, info);
+    } catch (err) {
+      if (err instanceof SipError && err.status >= 300) {
+        this.opts.calls.unanswered(this.opts.calls.started(info), { status: err.status, how: err.code === 'PROXY_NOT_REGISTERED' ? 'rejected-here' : 'refused' });
+      }
+      throw err;
+    }
+  }
+
+  private async placeCall(ctx: IncomingRequest, tx: ServerTransaction, loop: string, caller: Caller, info: CallInfo | null): Promise<void> {
+    const req = ctx.req;
     const traits: RequestTraits = { method: req.method, video: req.method === 'INVITE' && offersVideo(getHeader(req, 'content-type'), req.body) };
     const target = await this.resolve(req, caller);
     const kind: TargetKind = target.kind === 'endpoint' ? (target.same ? 'same_domain' : 'other_domain') : target.kind;
@@ -280,10 +313,14 @@ export class SipProxy implements RequestProcessor {
     }
 
     if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId);
+    if (info) info.context = target.kind;
+    const call: TrackedCall | null = info && this.opts.calls ? this.opts.calls.started(info) : null;
+    const calls = this.opts.calls;
     if (tx.cancelled) {
       // The caller CANCELed while we were looking things up (§16.10).
       this.release(ctx.callId);
       tx.respond(487, 'Request Terminated');
+      if (call && calls) calls.unanswered(call, { status: 487, how: 'cancelled' });
       return;
     }
 
@@ -294,7 +331,20 @@ export class SipProxy implements RequestProcessor {
       noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
       // A binding whose connection closed an instant ago: not reachable, as if not registered.
       flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
-      events: req.method === 'INVITE' ? { onFinal: (status) => status >= 300 && this.release(ctx.callId) } : undefined,
+      events:
+        req.method === 'INVITE'
+          ? {
+              onRinging: () => call && calls?.rang(call),
+              onAnswered: () => call && calls?.answered(call),
+              onFinal: (status, endedBy) => {
+                if (status < 300) return;
+                this.release(ctx.callId);
+                if (call && calls) {
+                  calls.unanswered(call, { status, how: endedBy === 'caller-cancel' ? 'cancelled' : endedBy === 'no-answer' ? 'no-answer' : 'refused' });
+                }
+              },
+            }
+          : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();
     for (const leg of legs) {
@@ -310,7 +360,7 @@ export class SipProxy implements RequestProcessor {
       for (const [n, v] of extra) fwd.headers.push({ name: n, value: v });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
-      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest);
+      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined);
       context.fork(fwd, leg.dest, loop);
     }
   }
@@ -412,15 +462,15 @@ export class SipProxy implements RequestProcessor {
    * of the caller's flow). Whichever side sends an in-dialog request, the last
    * of our Route values it carries names the other side's flow.
    */
-  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination): void {
+  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination, callDomain?: string): void {
     const { tokens } = this.opts;
     const rr = (t: SipTransportName, token: string): string => {
       const l = this.opts.layer.sentBy(t);
       return `<sip:${token}@${l ? `${l.host}:${l.port}` : '127.0.0.1'};transport=${t};lr>`;
     };
     prependHeaders(fwd, 'record-route', [
-      rr(egress.transport, tokens.encode(egress, ctx.callId)),
-      rr(ctx.flow.transport, tokens.encode(this.ownFlow(ctx), ctx.callId)),
+      rr(egress.transport, tokens.encode(egress, ctx.callId, callDomain)),
+      rr(ctx.flow.transport, tokens.encode(this.ownFlow(ctx), ctx.callId, callDomain)),
     ]);
   }
 
@@ -497,4 +547,12 @@ async function uriDestination(u: SipUri): Promise<Destination> {
   const host = u.host.startsWith('[') ? u.host.slice(1, -1) : u.host;
   const address = isIP(host) ? host : (await lookup(host)).address;
   return { transport: 'udp', address, port: u.port ?? 5060, connId: null };
+}
+
+/** The number or username a Request-URI dials (its user part, else the whole URI). */
+function targetNumber(uri: string): string {
+  const u = parseUri(uri);
+  if (!u) return uri;
+  if (u.scheme === 'tel') return u.host;
+  return u.user ?? u.host;
 }

@@ -33,8 +33,14 @@ interface Branch {
 export interface ResponseContextEvents {
   /** The first 2xx to an INVITE went upstream: the call is up. */
   onAnswered?(res: SipResponse): void;
-  /** The final response went upstream (2xx or the best of the branches). */
-  onFinal?(status: number): void;
+  /** The first provisional response other than 100 went upstream (an INVITE rings). */
+  onRinging?(status: number): void;
+  /**
+   * The final response went upstream (2xx or the best of the branches); `endedBy`
+   * says when the edge ended the attempt itself: the caller's CANCEL, or the
+   * no-answer timeout.
+   */
+  onFinal?(status: number, endedBy?: 'caller-cancel' | 'no-answer'): void;
 }
 
 export interface ResponseContextOptions {
@@ -70,6 +76,8 @@ export class ResponseContext implements ClientTransactionUser {
   private noAnswer: NodeJS.Timeout | null = null;
   private cancelGuard: NodeJS.Timeout | null = null;
   private readonly isInvite: boolean;
+  private rang = false;
+  private endedBy: 'caller-cancel' | 'no-answer' | undefined;
 
   constructor(private readonly opts: ResponseContextOptions) {
     this.isInvite = opts.server.method === 'INVITE';
@@ -108,7 +116,13 @@ export class ResponseContext implements ClientTransactionUser {
       b.provisional = true;
       if (b.cancel === 'pending') this.sendCancel(b, b.cancelReason);
       // §16.7 step 5: provisional responses other than 100 are forwarded immediately.
-      if (s > 100 && !server.finalSent) server.forward(up, serializeMessage(up));
+      if (s > 100 && !server.finalSent) {
+        server.forward(up, serializeMessage(up));
+        if (!this.rang) {
+          this.rang = true;
+          this.opts.events?.onRinging?.(s);
+        }
+      }
       return;
     }
     if (s < 300) {
@@ -154,6 +168,7 @@ export class ResponseContext implements ClientTransactionUser {
    */
   cancelByCaller(): void {
     if (this.answered) return;
+    this.endedBy ??= 'caller-cancel';
     for (const b of this.branches) {
       if (b.final !== null) continue;
       if (!b.provisional) b.final = { status: 487, reason: 'Request Terminated', response: null };
@@ -171,6 +186,7 @@ export class ResponseContext implements ClientTransactionUser {
   private timeout(): void {
     this.noAnswer = null;
     if (this.answered) return;
+    this.endedBy ??= 'no-answer';
     for (const b of this.branches) {
       if (b.final !== null) continue;
       b.final = { status: 408, reason: 'Request Timeout', response: null };
@@ -228,7 +244,7 @@ export class ResponseContext implements ClientTransactionUser {
     } else {
       server.respond(best.status, best.reason);
     }
-    this.opts.events?.onFinal?.(best.status === 503 ? 500 : best.status);
+    this.opts.events?.onFinal?.(best.status === 503 ? 500 : best.status, this.endedBy);
   }
 
   private stopTimers(): void {

@@ -1,0 +1,252 @@
+/**
+ * What the edge records of the calls it proxies (docs/events.md "Calls"): each
+ * INVITE placed by an endpoint is a call; its first 18x queues a Ring callback,
+ * its answer a StartApp, its end (BYE from either side on any node, a refusal,
+ * a CANCEL, the no-answer timeout) a CDR and a Hangup callback — each in the
+ * store's atomic step with the change. Callbacks go to the caller endpoint's
+ * application (else the account's default endpoint application).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../logger.js';
+import type { ApplicationRecord, Directory, EndpointRecord } from '../store/directory/directory.js';
+import type { CallStart, CallStatus, CallStore, CallbackTarget, CdrRecord, OutboxItem } from '../store/calls/calls.js';
+
+/** How a call ended before it was answered, as the proxy's response context saw it. */
+export type Unanswered = { status: number; how: 'cancelled' | 'no-answer' | 'refused' | 'rejected-here' };
+
+export interface CallTrackerOptions {
+  store: CallStore;
+  directory: Directory;
+  log: Logger;
+  /** A callback was queued (the dispatcher looks now rather than at its next poll). */
+  onQueued?: () => void;
+  /** Longest call whose state is kept without an end, ms. */
+  maxCallMs: number;
+}
+
+/** What the proxy knows of a call as it forwards the INVITE. */
+export interface CallInfo {
+  domain: string;
+  authId: string;
+  subAccount: string | null;
+  sipCallId: string;
+  fromTag: string;
+  fromNumber: string;
+  toNumber: string;
+  context: 'endpoint' | 'phone' | 'app';
+  endpoint: EndpointRecord;
+}
+
+/** One call in this process, between its INVITE and its final response. */
+export interface TrackedCall {
+  readonly callUuid: string;
+  readonly domain: string;
+  readonly sipCallId: string;
+  /** Resolves once the call's state is stored (later changes are chained after it). */
+  readonly ready: Promise<CallStart | null>;
+}
+
+/** The SIP status of an unanswered call → call_status, hangup cause (Q.850 names as in FreeSWITCH), disposition. */
+export function unansweredOutcome(u: Unanswered): { status: Exclude<CallStatus, 'answered'>; cause: string; disposition: string } {
+  if (u.how === 'cancelled') return { status: 'cancelled', cause: 'ORIGINATOR_CANCEL', disposition: 'recv_cancel' };
+  if (u.how === 'no-answer') return { status: 'no-answer', cause: 'NO_ANSWER', disposition: 'send_cancel' };
+  const d = 'send_refuse';
+  switch (u.status) {
+    case 486:
+    case 600:
+      return { status: 'busy', cause: 'USER_BUSY', disposition: d };
+    case 408:
+      return { status: 'no-answer', cause: 'NO_ANSWER', disposition: d };
+    case 480:
+      return { status: 'failed', cause: u.how === 'rejected-here' ? 'USER_NOT_REGISTERED' : 'NO_USER_RESPONSE', disposition: d };
+    case 487:
+      return { status: 'cancelled', cause: 'ORIGINATOR_CANCEL', disposition: d };
+    case 404:
+    case 484:
+    case 604:
+      return { status: 'failed', cause: 'UNALLOCATED_NUMBER', disposition: d };
+    case 403:
+    case 603:
+      return { status: 'failed', cause: 'CALL_REJECTED', disposition: d };
+    case 415:
+    case 488:
+    case 606:
+      return { status: 'failed', cause: 'INCOMPATIBLE_DESTINATION', disposition: d };
+    case 500:
+    case 503:
+      return { status: 'failed', cause: 'NORMAL_TEMPORARY_FAILURE', disposition: d };
+    default:
+      return { status: 'failed', cause: 'NORMAL_UNSPECIFIED', disposition: d };
+  }
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export class CallTracker {
+  constructor(private readonly o: CallTrackerOptions) {}
+
+  /** The INVITE is forwarded: the call starts (stored in the background; later steps wait for it). */
+  started(info: CallInfo): TrackedCall {
+    const callUuid = randomUUID();
+    const ready = (async (): Promise<CallStart | null> => {
+      const callbacks = await this.callbacksOf(info.endpoint, info.authId, info.subAccount);
+      const start: CallStart = {
+        callUuid,
+        authId: info.authId,
+        domain: info.domain,
+        sipCallId: info.sipCallId,
+        fromTag: info.fromTag,
+        fromNumber: info.fromNumber,
+        toNumber: info.toNumber,
+        direction: 'outbound',
+        context: info.context,
+        subAccount: info.subAccount,
+        startedAt: Date.now(),
+        callbacks,
+        ttlMs: this.o.maxCallMs,
+      };
+      await this.o.store.start(start);
+      return start;
+    })().catch((err: unknown) => {
+      this.o.log.warn({ err: err instanceof Error ? err.message : String(err), callId: info.sipCallId }, 'call record not started: the store did not answer');
+      return null;
+    });
+    return { callUuid, domain: info.domain, sipCallId: info.sipCallId, ready };
+  }
+
+  /** The first 18x went to the caller. */
+  rang(call: TrackedCall): void {
+    this.after(call, async (s) => {
+      const at = Date.now();
+      const cb = s.callbacks.answer ? this.item(s, 'Ring', s.callbacks.answer, at, {}) : null;
+      if ((await this.o.store.ring(s.domain, s.sipCallId, at, cb)) && cb) this.o.onQueued?.();
+    });
+  }
+
+  /** The first 2xx went to the caller. */
+  answered(call: TrackedCall): void {
+    this.after(call, async (s) => {
+      const at = Date.now();
+      const cb = s.callbacks.answer ? this.item(s, 'StartApp', s.callbacks.answer, at, {}) : null;
+      if ((await this.o.store.answer(s.domain, s.sipCallId, at, cb)) && cb) this.o.onQueued?.();
+    });
+  }
+
+  /** The INVITE's final response was not a 2xx: the call is over. */
+  unanswered(call: TrackedCall, u: Unanswered): void {
+    this.after(call, async (s) => {
+      const o = unansweredOutcome(u);
+      await this.end(s.domain, s.sipCallId, { at: Date.now(), status: o.status, sipStatus: u.status, cause: o.cause, disposition: o.disposition });
+    });
+  }
+
+  /** A BYE for the dialog of a call (any node): `byCaller` when its From tag is the caller's. */
+  async bye(domain: string, sipCallId: string, fromTag: string | null): Promise<void> {
+    try {
+      const s = await this.o.store.get(domain, sipCallId);
+      if (!s) return;
+      const byCaller = fromTag !== null && fromTag === s.fromTag;
+      await this.end(domain, sipCallId, { at: Date.now(), cause: 'NORMAL_CLEARING', disposition: byCaller ? 'recv_bye' : 'send_bye' });
+    } catch (err) {
+      this.o.log.warn({ err: err instanceof Error ? err.message : String(err), callId: sipCallId }, 'call record not ended: the store did not answer');
+    }
+  }
+
+  private async end(domain: string, sipCallId: string, e: { at: number; status?: Exclude<CallStatus, 'answered'>; sipStatus?: number; cause: string; disposition: string }): Promise<void> {
+    let queued = false;
+    await this.o.store.end(domain, sipCallId, (s) => {
+      const answered = s.answerAt !== null;
+      const duration = answered ? Math.max(0, Math.round((e.at - (s.answerAt as number)) / 1000)) : 0;
+      const status: CallStatus = answered ? 'answered' : (e.status ?? 'failed');
+      const cdr: CdrRecord = {
+        call_uuid: s.callUuid,
+        from_number: s.fromNumber,
+        to_number: s.toNumber,
+        call_status: status,
+        duration,
+        bill_duration: duration,
+        billed_amount: '0.00000',
+        created_at: iso(s.startedAt),
+        answered_at: answered ? iso(s.answerAt as number) : null,
+        ended_at: iso(e.at),
+        sip_call_id: s.sipCallId,
+        hangup_cause: e.cause,
+        hangup_disposition: e.disposition,
+        call_direction: s.direction,
+        context: s.context,
+        bridge_uuid: null,
+        campaign_id: null,
+        sip_status: answered ? 200 : (e.sipStatus ?? null),
+        sub_account: s.subAccount,
+      };
+      const hangup = s.callbacks.hangup;
+      const callback = hangup
+        ? this.item(s, 'Hangup', hangup, e.at, {
+            Status: status,
+            Duration: String(duration),
+            BillDuration: String(duration),
+            StartTime: iso(s.startedAt),
+            AnswerTime: answered ? iso(s.answerAt as number) : '',
+            EndTime: iso(e.at),
+            HangupCause: e.cause,
+            HangupDisposition: e.disposition,
+          })
+        : null;
+      queued = callback !== null;
+      return { cdr, callback };
+    });
+    if (queued) this.o.onQueued?.();
+  }
+
+  private after(call: TrackedCall, f: (s: CallStart) => Promise<void>): void {
+    void call.ready
+      .then((s) => (s ? f(s) : undefined))
+      .catch((err: unknown) => this.o.log.warn({ err: err instanceof Error ? err.message : String(err), callId: call.sipCallId }, 'call record not updated: the store did not answer'));
+  }
+
+  private item(s: CallStart, event: string, target: CallbackTarget, at: number, extra: Record<string, string>): OutboxItem {
+    return {
+      id: randomUUID(),
+      domain: s.domain,
+      authId: s.authId,
+      event,
+      url: target.url,
+      method: target.method,
+      params: {
+        Event: event,
+        timestamp: iso(at),
+        auth_id: s.authId,
+        CallUUID: s.callUuid,
+        From: s.fromNumber,
+        To: s.toNumber,
+        Direction: s.direction,
+        CallStatus: event === 'Ring' ? 'ringing' : event === 'StartApp' ? 'in-progress' : 'completed',
+        ...(s.subAccount ? { SubAccount: s.subAccount } : {}),
+        ...extra,
+      },
+      attempts: 0,
+      fallback: target.fallback ?? null,
+      createdAt: at,
+    };
+  }
+
+  /** Where the call's callbacks go: the caller endpoint's application, else the owner's default endpoint application. */
+  private async callbacksOf(e: EndpointRecord, authId: string, sub: string | null): Promise<CallStart['callbacks']> {
+    let app: ApplicationRecord | null = null;
+    if (e.appId) app = await this.o.directory.getApplication(authId, e.appId);
+    app ??= await this.o.directory.getDefaultEndpointApp(authId, sub);
+    return callbackTargets(app);
+  }
+}
+
+/** The answer and hangup targets of an application (none when disabled or without URLs). */
+export function callbackTargets(app: ApplicationRecord | null): CallStart['callbacks'] {
+  if (!app || !app.settings.enabled) return { answer: null, hangup: null };
+  const st = app.settings;
+  return {
+    answer: st.answer_url
+      ? { url: st.answer_url, method: st.answer_method, fallback: st.fallback_answer_url ? { url: st.fallback_answer_url, method: st.fallback_method } : null }
+      : null,
+    hangup: st.hangup_url ? { url: st.hangup_url, method: st.hangup_method } : null,
+  };
+}
