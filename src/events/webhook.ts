@@ -87,7 +87,7 @@ class AddressRefusedError extends Error {
  * the guard allows, so the socket can only ever connect to a checked address.
  * Node calls it with `all: true` when it races IPv4 and IPv6 (autoSelectFamily).
  */
-function guardedLookup(guard: CallbackNetworkGuard): LookupFunction {
+export function guardedLookup(guard: CallbackNetworkGuard): LookupFunction {
   return (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
     dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '', 0);
