@@ -331,7 +331,7 @@ describe('the receiver of docs/callbacks.md', () => {
     const m = /<!-- receiver\.mjs[^>]*-->\s*```js\n([\s\S]*?)```/.exec(md);
     expect(m, 'docs/callbacks.md holds the receiver snippet').not.toBeNull();
     const code = (m as RegExpExecArray)[1] as string;
-    expect(code.trim().split('\n').length).toBeLessThanOrEqual(15);
+    expect(code.trim().split('\n').length).toBeLessThanOrEqual(13);
     const file = join(ca.dir, 'receiver.mjs');
     writeFileSync(file, code);
     const port = await freePort();
