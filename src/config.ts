@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import { BlockList, isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { ConfigError } from './errors.js';
+import { parseAllowedNetworks } from './events/network-guard.js';
 
 /** A listener port: a number (0 = pick a free port) or null when switched `off`. */
 export type PortSetting = number | null;
@@ -170,6 +171,11 @@ export interface Config {
   noAnswerTimeout: number;
   /** Seconds after which a call whose end was never seen stops counting against concurrent_calls_limit. @default 14400 */
   maxCallDuration: number;
+  /**
+   * CIDR blocks callbacks may reach although they are loopback, private, link-local
+   * or otherwise not public (docs/callbacks.md "Which addresses a callback may reach"). @default []
+   */
+  callbackAllowedNetworks: string[];
   partners: PartnerConfig[];
   /** 'production' refuses built-in development credentials. */
   production: boolean;
@@ -232,6 +238,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   appServerUri: null,
   noAnswerTimeout: 120,
   maxCallDuration: 14400,
+  callbackAllowedNetworks: [],
 });
 
 type Env = Record<string, string | undefined>;
@@ -293,6 +300,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['APP_SERVER_URI', 'appServerUri', udpSipUri],
   ['SIP_NO_ANSWER_TIMEOUT', 'noAnswerTimeout', int(1, 3600)],
   ['SIP_MAX_CALL_DURATION', 'maxCallDuration', int(60, 86400 * 7)],
+  ['CALLBACK_ALLOWED_NETWORKS', 'callbackAllowedNetworks', networks],
 ];
 
 function str(v: string): string {
@@ -341,6 +349,13 @@ function addresses(v: string, name: string): string[] {
     if (prefix === null) probe.addAddress(ip, family === 4 ? 'ipv4' : 'ipv6');
     else probe.addSubnet(ip, prefix, family === 4 ? 'ipv4' : 'ipv6');
   }
+  return out;
+}
+/** Comma-separated CIDR blocks (`none` = empty), each checked (src/events/network-guard.ts). */
+function networks(v: string, name: string): string[] {
+  if (v.trim().toLowerCase() === 'none') return [];
+  const out = list(v);
+  parseAllowedNetworks(out, name);
   return out;
 }
 function ciphers(v: string, name: string): string | null {
@@ -483,6 +498,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     digestMd5OnlyUserAgents: [...DEFAULTS.digestMd5OnlyUserAgents],
     wsAllowedOrigins: [],
     trustedAddresses: [...DEFAULTS.trustedAddresses],
+    callbackAllowedNetworks: [],
     nodeId: Math.random().toString(36).slice(2, 10),
     partners: [],
     production: env.NODE_ENV === 'production',
