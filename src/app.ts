@@ -36,6 +36,14 @@ import { MemoryDirectory } from './store/directory/memory.js';
 import { RedisDirectory } from './store/directory/redis.js';
 import { buildApiServer } from './api/server.js';
 import { RegistrationEventHub } from './api/registration-events.js';
+import { CallbackDispatcher } from './events/dispatcher.js';
+import { CallbackNetworkGuard } from './events/network-guard.js';
+import { nextAttemptDelay } from './events/retry.js';
+import { deliverCallback } from './events/webhook.js';
+import { CallTracker } from './proxy/call-tracker.js';
+import type { CallStore } from './store/calls/calls.js';
+import { MemoryCallStore } from './store/calls/memory.js';
+import { RedisCallStore } from './store/calls/redis.js';
 import type { FastifyInstance } from 'fastify';
 import type { Aor } from './store/location/location.js';
 
@@ -211,6 +219,26 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const sipLog = log.child({ component: 'sip' });
   // The stateful proxy (RFC 3261 §16) for everything but REGISTER and OPTIONS to the server.
   const layer: TransactionLayer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost, relay: fleet?.relay ?? null });
+  // Calls, CDRs and callbacks (docs/events.md "Calls", docs/callbacks.md): recorded in the
+  // store with the change that causes them, delivered by every process from a leased outbox.
+  const calls: CallStore = countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics);
+  const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
+  const dispatcher = new CallbackDispatcher({
+    store: calls,
+    log: log.child({ component: 'callbacks' }),
+    retryDelay: (n) => nextAttemptDelay(n),
+    deliver: (item, secret) =>
+      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard }),
+    onAttempt: (event, outcome) => metrics.callbackAttempt(event, outcome),
+    onDead: (event) => metrics.callbackDead(event),
+  });
+  const callTracker = new CallTracker({
+    store: calls,
+    directory,
+    log: log.child({ component: 'calls' }),
+    maxCallMs: config.maxCallDuration * 1000,
+    onQueued: () => dispatcher.wake(),
+  });
   const limiterOptions = { maxCallDurationMs: config.maxCallDuration * 1000 };
   const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
   const proxy = new SipProxy({
@@ -230,6 +258,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     appServerUri: config.appServerUri,
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,
     maxCallDurationMs: config.maxCallDuration * 1000,
+    calls: callTracker,
     log: log.child({ component: 'proxy' }),
   });
   const router = new SipRouter({
@@ -330,6 +359,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           redis,
           onEndpointRemoved,
           eventHub,
+          calls,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -341,6 +371,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         if (a && typeof a === 'object') listening.http = { address: a.address, port: a.port };
       }
       fleet?.start();
+      dispatcher.start();
       // The expiry sweep on Redis (the embedded store runs its own): lapsed bindings are
       // reported as `expired` within about a second (docs/events.md "Expiry sweep").
       if (redis && config.eventLog) {
@@ -354,6 +385,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     },
     async stop() {
       if (sweeper) clearInterval(sweeper);
+      await dispatcher.stop();
       eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the
       // requests in flight answer, then close flows (WebSockets with 1001) and stores.

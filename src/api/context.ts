@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import type { CredentialStore } from '../store/credentials/credentials.js';
 import type { AccountRecord, Directory, SubAccountRecord } from '../store/directory/directory.js';
 import type { LocationStore } from '../store/location/location.js';
+import type { CallStore } from '../store/calls/calls.js';
 import type { EndpointProvisioning } from '../provisioning/endpoints.js';
 import type { Authenticator } from './auth.js';
 import { detailsFromAjv, unauthorized, type Details, type ForbiddenFieldMessages } from './errors.js';
@@ -21,6 +22,8 @@ export interface ApiContext {
   location: LocationStore;
   credentials: CredentialStore;
   directory: Directory;
+  /** Calls, CDRs, callback outbox and signing secrets. */
+  calls: CallStore;
   auth: Authenticator;
   idempotency: Idempotency;
   /** The writes behind endpoint create/update/delete and the sub-account cascade. */

@@ -13,6 +13,7 @@
  */
 import { randomBytes, scrypt as scryptCb } from 'node:crypto';
 import { promisify } from 'node:util';
+import { newSigningSecret } from './cdrs.js';
 import type { FastifyInstance } from 'fastify';
 import { accountSipDomain, hashToken, newAuthId, newAuthToken, type AccountRecord } from '../store/directory/directory.js';
 import { accountView } from './account.js';
@@ -140,10 +141,14 @@ export function registerPartnerRoutes(app: FastifyInstance, ctx: ApiContext): vo
             createdAt: now,
             updatedAt: now,
           };
+          // The callback signing secret (docs/callbacks.md) is stored before the account exists,
+          // so that no callback of the account is ever made without one.
+          const signingSecret = newSigningSecret();
+          await ctx.calls.setSigningSecret(rec.sipDomain, signingSecret);
           if (await ctx.directory.createAccount(rec)) {
             req.log.info({ account: authId, partner: p.partner.id }, 'customer account created');
-            // The token is shown this once; only its hash is stored.
-            return { status: 201, body: { api_id: req.id, message: 'created', ...accountView(rec), auth_token: token } };
+            // The token and the signing secret are shown this once.
+            return { status: 201, body: { api_id: req.id, message: 'created', ...accountView(rec), auth_token: token, callback_signing_secret: signingSecret } };
           }
         }
         throw new ApiError(503, 'service_unavailable', 'Could not allocate an Auth ID; retry.');

@@ -27,6 +27,9 @@ import { registerApplicationRoutes } from './applications.js';
 import { Authenticator, headerValue, type Access, type Principal } from './auth.js';
 import type { ApiContext } from './context.js';
 import { registerEndpointRoutes } from './endpoints.js';
+import { registerCdrRoutes } from './cdrs.js';
+import type { CallStore } from '../store/calls/calls.js';
+import { MemoryCallStore } from '../store/calls/memory.js';
 import { RegistrationEventHub, registerRegistrationEventRoutes, wantsEventStream } from './registration-events.js';
 import { ApiError, badRequest, detailsFromAjv, endpointNotFound, notFound, notFoundNoBody } from './errors.js';
 import { registerHealthRoutes, type OperatorHooks } from './health.js';
@@ -45,6 +48,8 @@ export interface ApiServerDeps {
   redis?: RedisClient | null;
   /** Called after an endpoint's bindings were removed (password change, delete): close its flows. */
   onEndpointRemoved?: (aor: Aor) => void;
+  /** Calls, CDRs and callbacks (docs/events.md); an embedded one when absent. */
+  calls?: CallStore;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -175,6 +180,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     location: deps.location,
     credentials: deps.credentials,
     directory: deps.directory,
+    calls: deps.calls ?? new MemoryCallStore(),
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -284,6 +290,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerAccountRoutes(app, ctx);
   registerEndpointRoutes(app, ctx);
   registerRegistrationEventRoutes(app, ctx, deps.eventHub ?? new RegistrationEventHub());
+  registerCdrRoutes(app, ctx);
   registerApplicationRoutes(app, ctx);
   registerSubAccountRoutes(app, ctx);
   return app;

@@ -88,14 +88,15 @@ describe.each(STORE_KINDS)('partner API, Account resource and probes (%s store)'
   });
 
   describe('POST /api/v1/partner/accounts', () => {
-    it('creates a customer account and returns auth_id and auth_token once', async () => {
+    it('creates a customer account and returns auth_id, auth_token and callback_signing_secret once', async () => {
       const r = await h.request('POST', '/api/v1/partner/accounts', {
         auth: partnerAuth,
         body: { name: 'Acme', email: 'ops@acme.example', password: 'console-password', country: 'in' },
       });
       expect(r.status).toBe(201);
-      expect(keys(r.json)).toEqual([...ACCOUNT_FIELDS, 'api_id', 'auth_token', 'message'].sort());
+      expect(keys(r.json)).toEqual([...ACCOUNT_FIELDS, 'api_id', 'auth_token', 'callback_signing_secret', 'message'].sort());
       expect(r.json.auth_id).toMatch(/^MA[A-Z0-9]{18}$/);
+      expect(String(r.json.callback_signing_secret)).toMatch(/^[A-Za-z0-9_-]{43}$/);
       expect(r.json).toMatchObject({
         message: 'created',
         name: 'Acme',
