@@ -10,6 +10,21 @@ import { parseAllowedNetworks } from './events/network-guard.js';
 /** A listener port: a number (0 = pick a free port) or null when switched `off`. */
 export type PortSetting = number | null;
 
+/** One rtpengine's NG control address (RTPENGINE_NG `host:port[=weight]`; docs/media.md). */
+export interface MediaEngineAddress {
+  host: string;
+  port: number;
+  /** Share of new calls; 0 = draining (only calls already on it). @default 1 */
+  weight: number;
+}
+
+/**
+ * Which calls go through rtpengine (docs/media.md): `bridge` those whose two legs
+ * differ (WebRTC on one side, plain RTP on the other), `always` every call,
+ * `never` none (SDP passed through untouched).
+ */
+export type MediaRelayMode = 'bridge' | 'always' | 'never';
+
 export interface PartnerConfig {
   id: string;
   authId: string;
@@ -176,6 +191,10 @@ export interface Config {
    * or otherwise not public (docs/callbacks.md "Which addresses a callback may reach"). @default []
    */
   callbackAllowedNetworks: string[];
+  /** rtpengine NG control addresses; null = no media relay, SDP untouched (docs/media.md). @default null */
+  rtpengineNg: MediaEngineAddress[] | null;
+  /** Which calls are relayed. @default 'bridge' when RTPENGINE_NG is set, else 'never' */
+  mediaRelay: MediaRelayMode;
   partners: PartnerConfig[];
   /** 'production' refuses built-in development credentials. */
   production: boolean;
@@ -239,6 +258,9 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   noAnswerTimeout: 120,
   maxCallDuration: 14400,
   callbackAllowedNetworks: [],
+  rtpengineNg: null,
+  /** Becomes 'bridge' when RTPENGINE_NG is set and MEDIA_RELAY is not (loadConfig). */
+  mediaRelay: 'never' as MediaRelayMode,
 });
 
 type Env = Record<string, string | undefined>;
@@ -301,6 +323,8 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_NO_ANSWER_TIMEOUT', 'noAnswerTimeout', int(1, 3600)],
   ['SIP_MAX_CALL_DURATION', 'maxCallDuration', int(60, 86400 * 7)],
   ['CALLBACK_ALLOWED_NETWORKS', 'callbackAllowedNetworks', networks],
+  ['RTPENGINE_NG', 'rtpengineNg', engineList],
+  ['MEDIA_RELAY', 'mediaRelay', mediaRelay],
 ];
 
 function str(v: string): string {
@@ -414,6 +438,31 @@ function hostPortList(v: string, name: string): Array<{ host: string; port: numb
     return { host: m[1] as string, port: Number(m[2]) };
   });
 }
+/** `host:port[=weight][,…]`: rtpengine NG addresses, IPv6 hosts in brackets, weight 0-1000. */
+function engineList(v: string, name: string): MediaEngineAddress[] | null {
+  const parts = list(v);
+  if (parts.length === 0) return null;
+  const seen = new Set<string>();
+  const out = parts.map((p) => {
+    const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})(?:=(\d{1,4}))?$/.exec(p);
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535 || (m[3] !== undefined && Number(m[3]) > 1000)) {
+      throw new ConfigError(`${name}: each engine must be host:port or host:port=weight (weight 0-1000), got "${p}"`);
+    }
+    const host = (m[1] as string).replace(/^\[(.*)\]$/, '$1');
+    if ((m[1] as string).startsWith('[') && isIP(host) !== 6) throw new ConfigError(`${name}: "${m[1]}" is not an IPv6 address`);
+    const key = `${host.toLowerCase()}:${m[2]}`;
+    if (seen.has(key)) throw new ConfigError(`${name}: ${p} is listed twice`);
+    seen.add(key);
+    return { host, port: Number(m[2]), weight: m[3] === undefined ? 1 : Number(m[3]) };
+  });
+  if (out.every((e) => e.weight === 0)) throw new ConfigError(`${name}: every engine has weight 0, so no call could be relayed`);
+  return out;
+}
+function mediaRelay(v: string, name: string): MediaRelayMode {
+  const t = v.trim().toLowerCase();
+  if (t === 'bridge' || t === 'always' || t === 'never') return t;
+  throw new ConfigError(`${name} must be bridge, always or never, got "${v}"`);
+}
 function optStr(v: string): string | null {
   const t = v.trim();
   return t === '' ? null : t;
@@ -504,6 +553,8 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     production: env.NODE_ENV === 'production',
   };
 
+  /** Keys set by the file or the environment (not defaults). */
+  const explicit = new Set<keyof Config>();
   const fileName =
     opts.configFile !== undefined
       ? opts.configFile
@@ -522,6 +573,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
       const v = obj[envName];
       if (v === undefined) continue;
       (cfg as unknown as Record<string, unknown>)[key] = read(String(v), `${envName} (in ${fileName})`);
+      explicit.add(key);
     }
     if (obj.partners !== undefined) {
       if (!Array.isArray(obj.partners)) throw new ConfigError(`partners (in ${fileName}) must be an array`);
@@ -533,6 +585,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     const v = env[envName];
     if (v === undefined || v === '') continue;
     (cfg as unknown as Record<string, unknown>)[key] = read(v, envName);
+    explicit.add(key);
   }
 
   if (env.PARTNER_AUTH_ID || env.PARTNER_AUTH_TOKEN) {
@@ -555,6 +608,10 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
   if (cfg.redisSentinels && !cfg.redisSentinelName) throw new ConfigError('REDIS_SENTINELS needs REDIS_SENTINEL_NAME (the master name the sentinels watch)');
   if (cfg.workers > 1 && ways === 0) {
     throw new ConfigError('SIP_WORKERS > 1 needs REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS): the embedded store lives inside one process');
+  }
+  if (!explicit.has('mediaRelay')) cfg.mediaRelay = cfg.rtpengineNg ? 'bridge' : 'never';
+  else if (cfg.mediaRelay !== 'never' && !cfg.rtpengineNg) {
+    throw new ConfigError(`MEDIA_RELAY=${cfg.mediaRelay} needs RTPENGINE_NG (the rtpengine to relay through)`);
   }
   if (cfg.minExpires > cfg.maxExpires) throw new ConfigError('SIP_MIN_EXPIRES must not exceed SIP_MAX_EXPIRES');
   if (cfg.defaultExpires < cfg.minExpires || cfg.defaultExpires > cfg.maxExpires) {

@@ -12,6 +12,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Aggregator } from 'prom-client';
 import { StoreUnavailableError } from './errors.js';
+import type { NgEngineStatus, NgRequestEvent } from './media/rtpengine.js';
 import type { SipTransportName, Transport } from './transport/types.js';
 
 const TRANSPORTS: readonly SipTransportName[] = ['udp', 'tcp', 'tls', 'ws', 'wss'];
@@ -61,6 +62,8 @@ export class Metrics {
   private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
   private readonly storeErrors: Counter<'store' | 'op'>;
   private readonly unhandled: Counter;
+  private readonly mediaRequests: Counter<'engine' | 'command' | 'outcome'>;
+  private readonly mediaDuration: Histogram<'engine' | 'command'>;
   private readonly eld: IntervalHistogram;
   private readonly busy = new LoopStallMonitor();
   /** Bounded: methods, statuses (100–699) and transports are finite sets. */
@@ -101,6 +104,19 @@ export class Metrics {
       name: 'sip_store_errors_total',
       help: 'Store operations that failed because the store did not answer, by store and operation',
       labelNames: ['store', 'op'],
+      registers,
+    });
+    this.mediaRequests = new Counter({
+      name: 'sip_media_engine_requests_total',
+      help: 'rtpengine NG requests by engine, command and outcome (ok, rejected, timeout, bad_reply, send_error); docs/media.md',
+      labelNames: ['engine', 'command', 'outcome'],
+      registers,
+    });
+    this.mediaDuration = new Histogram({
+      name: 'sip_media_engine_request_duration_seconds',
+      help: 'Time from the first transmission of an rtpengine NG request to its reply or failure (retransmissions included)',
+      labelNames: ['engine', 'command'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     });
     this.unhandled = new Counter({ name: 'process_unhandled_rejections_total', help: 'Promise rejections nobody handled (should stay 0)', registers });
@@ -261,6 +277,27 @@ export class Metrics {
 
   callbackDead(event: string): void {
     this.callbacksDead.inc({ event });
+  }
+
+  /** RtpengineClientOptions.onRequest: one finished NG request (labels: configured engines, commands of our code). */
+  mediaRequest(e: NgRequestEvent): void {
+    this.mediaRequests.inc({ engine: e.engine, command: e.command, outcome: e.outcome });
+    this.mediaDuration.observe({ engine: e.engine, command: e.command }, e.ms / 1000);
+  }
+
+  /** `sip_media_engine_up{engine}`: 1 while the client counts the engine up (RtpengineClient.engines). */
+  attachMediaEngines(read: () => NgEngineStatus[]): void {
+    new Gauge({
+      name: 'sip_media_engine_up',
+      help: 'rtpengine engines: 1 up, 0 taken out after not answering (docs/media.md)',
+      labelNames: ['engine'],
+      registers: [this.registry],
+      // With SIP_WORKERS > 1 each worker has its own view: down in any worker reads down.
+      aggregator: 'min',
+      collect() {
+        for (const e of read()) this.set({ engine: e.id }, e.up ? 1 : 0);
+      },
+    });
   }
 
   unhandledRejection(): void {

@@ -3,7 +3,9 @@
 # Debian packages only when missing: redis-server (real Redis for store tests), sip-tester (SIPp),
 # openssl (development certificate), chromium (headless browser of test/e2e/browser.test.ts),
 # baresip (the softphone of test/e2e/softphone.test.ts; without recommends: no GUI or video modules),
-# iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts);
+# iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts),
+# rtpengine-daemon (the media relay of test/integration/rtpengine-ng.test.ts, run in userspace mode
+# by test/support/rtpengine.mjs: no kernel module; its packaged service is not used);
 # then the current Node LTS binary (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,7 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/baresip ] || need+=(baresip)
 { command -v ip && command -v tc; } >/dev/null 2>&1 || need+=(iproute2)
+[ -x /usr/bin/rtpengine ] || need+=(rtpengine-daemon)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""
@@ -22,7 +25,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
-# redis-server from apt starts a system service on 6379; the tests start their own on free ports.
+# redis-server (and rtpengine-daemon, where systemd runs) from apt start a system service on fixed
+# ports; the tests start their own on free ports.
 npm ci --no-audit --no-fund
 
 # The current Node LTS, for the multi-worker tests (README "Tests", docs/workers.md): the suite

@@ -20,8 +20,8 @@ function tcpPort() {
   });
 }
 
-/** @param {number} port @returns {Promise<boolean>} */
-function udpFree(port) {
+/** Whether a loopback UDP port could be bound a moment ago. @param {number} port @returns {Promise<boolean>} */
+export function udpFree(port) {
   return new Promise((resolve) => {
     const s = createSocket('udp4');
     s.once('error', () => {

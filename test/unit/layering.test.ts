@@ -18,6 +18,7 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   core: ['registrar', 'proxy', 'api', 'store', 'security', 'fleet'],
   store: ['core', 'transport', 'registrar', 'proxy', 'api', 'security', 'auth', 'fleet'],
   api: ['transport', 'core', 'proxy', 'registrar'],
+  media: ['transport', 'core', 'store', 'registrar', 'proxy', 'api', 'auth', 'security', 'fleet', 'provisioning'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);
