@@ -37,6 +37,22 @@ export interface CallInfo {
   endpoint: EndpointRecord;
 }
 
+/** A MESSAGE an endpoint sent through the edge, as its final response left. */
+export interface MessageInfo {
+  domain: string;
+  authId: string;
+  subAccount: string | null;
+  sipCallId: string;
+  fromNumber: string;
+  toNumber: string;
+  endpoint: EndpointRecord;
+  contentType: string | null;
+  body: Buffer;
+}
+
+/** Longest message text carried in a Message callback (the rest is cut; `BodyBytes` has the real size). */
+export const MESSAGE_TEXT_MAX = 4096;
+
 /** One call in this process, between its INVITE and its final response. */
 export interface TrackedCall {
   readonly callUuid: string;
@@ -152,6 +168,55 @@ export class CallTracker {
     }
   }
 
+  /**
+   * A MESSAGE got its final response: a Message callback to the sender endpoint's
+   * application (else the default endpoint application) when it logs incoming
+   * messages and has a message_url. Best effort: a store that does not answer
+   * loses the callback, never the MESSAGE (it was already answered).
+   */
+  message(m: MessageInfo, status: number): void {
+    void (async () => {
+      let app: ApplicationRecord | null = null;
+      if (m.endpoint.appId) app = await this.o.directory.getApplication(m.authId, m.endpoint.appId);
+      app ??= await this.o.directory.getDefaultEndpointApp(m.authId, m.subAccount);
+      const target = messageTarget(app);
+      if (!target) return;
+      const at = Date.now();
+      const uuid = randomUUID();
+      const text = isText(m.contentType) ? truncateUtf8(m.body, MESSAGE_TEXT_MAX) : null;
+      const item: OutboxItem = {
+        id: randomUUID(),
+        domain: m.domain,
+        authId: m.authId,
+        event: 'Message',
+        url: target.url,
+        method: target.method,
+        params: {
+          Event: 'Message',
+          timestamp: iso(at),
+          auth_id: m.authId,
+          CallUUID: uuid,
+          MessageUUID: uuid,
+          From: m.fromNumber,
+          To: m.toNumber,
+          Direction: 'outbound',
+          Status: status < 300 ? 'delivered' : 'failed',
+          SipStatus: String(status),
+          SipCallId: m.sipCallId,
+          ContentType: m.contentType ?? '',
+          BodyBytes: String(m.body.length),
+          ...(text !== null ? { Text: text } : {}),
+          ...(m.subAccount ? { SubAccount: m.subAccount } : {}),
+        },
+        attempts: 0,
+        fallback: null,
+        createdAt: at,
+      };
+      await this.o.store.enqueue(item);
+      this.o.onQueued?.();
+    })().catch((err: unknown) => this.o.log.warn({ err: err instanceof Error ? err.message : String(err), callId: m.sipCallId }, 'message callback not queued: the store did not answer'));
+  }
+
   private async end(domain: string, sipCallId: string, e: { at: number; status?: Exclude<CallStatus, 'answered'>; sipStatus?: number; cause: string; disposition: string }): Promise<void> {
     let queued = false;
     await this.o.store.end(domain, sipCallId, (s) => {
@@ -249,4 +314,24 @@ export function callbackTargets(app: ApplicationRecord | null): CallStart['callb
       : null,
     hangup: st.hangup_url ? { url: st.hangup_url, method: st.hangup_method } : null,
   };
+}
+
+/** Where an application's Message callbacks go: none when disabled, not logging incoming messages or without message_url. */
+export function messageTarget(app: ApplicationRecord | null): CallbackTarget | null {
+  if (!app || !app.settings.enabled || !app.settings.log_incoming_message || !app.settings.message_url) return null;
+  return { url: app.settings.message_url, method: app.settings.message_method };
+}
+
+function isText(contentType: string | null): boolean {
+  if (!contentType) return false;
+  const t = contentType.split(';')[0].trim().toLowerCase();
+  return t.startsWith('text/') || t === 'application/json' || t === 'message/cpim';
+}
+
+/** The first `max` bytes of a UTF-8 body, cut at a character boundary. */
+function truncateUtf8(body: Buffer, max: number): string {
+  if (body.length <= max) return body.toString('utf8');
+  let end = max;
+  while (end > 0 && (body[end] & 0xc0) === 0x80) end--;
+  return body.subarray(0, end).toString('utf8');
 }

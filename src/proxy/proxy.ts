@@ -19,7 +19,7 @@ import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from 
 import type { Binding, LocationStore } from '../store/location/location.js';
 import type { SipTransportName } from '../transport/types.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, type CallLimiter } from './call-limiter.js';
-import type { CallInfo, CallTracker, TrackedCall } from './call-tracker.js';
+import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tracker.js';
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
@@ -247,6 +247,14 @@ export class SipProxy implements RequestProcessor {
   private async outOfDialog(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
     const req = ctx.req;
     const caller = await this.authenticate(ctx);
+    if (req.method === 'MESSAGE' && this.opts.calls) {
+      const calls = this.opts.calls;
+      // A MESSAGE the edge itself refuses (not registered, policy) is reported as failed too.
+      return this.placeCall(ctx, tx, loop, caller, null).catch((err: unknown) => {
+        if (err instanceof SipError && err.status >= 300) calls.message(this.messageInfo(ctx, caller), err.status);
+        throw err;
+      });
+    }
     if (req.method !== 'INVITE' || !this.opts.calls) return this.placeCall(ctx, tx, loop, caller, null);
     // An INVITE of an authenticated endpoint is a call attempt: it leaves a record
     // even when the edge itself refuses it (not registered, policy, limits).
@@ -344,7 +352,9 @@ export class SipProxy implements RequestProcessor {
                 }
               },
             }
-          : undefined,
+          : req.method === 'MESSAGE' && calls
+            ? { onFinal: (status) => calls.message(this.messageInfo(ctx, caller), status) }
+            : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();
     for (const leg of legs) {
@@ -363,6 +373,20 @@ export class SipProxy implements RequestProcessor {
       if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined);
       context.fork(fwd, leg.dest, loop);
     }
+  }
+
+  private messageInfo(ctx: IncomingRequest, caller: Caller): MessageInfo {
+    return {
+      domain: caller.domain,
+      authId: caller.account.authId,
+      subAccount: caller.sub?.authId ?? null,
+      sipCallId: ctx.callId,
+      fromNumber: caller.user,
+      toNumber: targetNumber(ctx.req.uri),
+      endpoint: caller.endpoint,
+      contentType: getHeader(ctx.req, 'content-type') ?? null,
+      body: ctx.req.body,
+    };
   }
 
   /** Proxy authentication of an endpoint (RFC 3261 §22.3): realm and user from the From URI. */

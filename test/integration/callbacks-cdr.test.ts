@@ -196,6 +196,48 @@ describe.each([
     expect(at('retry', 'hangup')).toHaveLength(3);
   }, 60_000);
 
+  it('a MESSAGE sends a signed Message callback to message_url when the application logs incoming messages, and none when it does not', async () => {
+    const port = edge.server.ports.udp as number;
+    const send = async (tag: string, log: boolean): Promise<{ a: Endpoint; b: Endpoint; callId: string }> => {
+      n++;
+      const app = await api('POST', `/api/v1/Account/${account.authId}/Application/`, {
+        app_name: `app-${tag}`,
+        answer_url: `https://127.0.0.1:${rx.port}/${tag}/answer`,
+        message_url: `https://127.0.0.1:${rx.port}/${tag}/message`,
+        log_incoming_message: log,
+      });
+      expect(app.status).toBe(201);
+      const a = await edge.newEndpoint(account, `sender${n}`);
+      await edge.updateEndpoint(a, { application: Number(app.json.app_id) });
+      const b = await edge.newEndpoint(account, `recipient${n}`);
+      const cid = cidStr();
+      const rcpt = sipp({ scenario: 'message-uas.xml', port, transport: 'udp', endpoint: b, cidStr: cid });
+      await edge.waitBindings(b, 1);
+      const sender = await sipp({ scenario: 'message-uac.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: b.username } });
+      expect(sender.failed, sender.errors).toBe(0);
+      expect((await rcpt).failed).toBe(0);
+      return { a, b, callId: cid.replace('%u', '1') };
+    };
+    const logged = await send('msg', true);
+    await send('msgoff', false);
+    await until('the Message callback', () => (at('msg', 'message').length >= 1 ? true : undefined), 10_000);
+    const r = at('msg', 'message')[0] as ReceivedRequest;
+    checkSignature(r);
+    expect(r.method).toBe('POST');
+    const p = paramsOf(r);
+    expect(p).toMatchObject({ Event: 'Message', auth_id: account.authId, From: logged.a.username, To: logged.b.username, Status: 'delivered', SipStatus: '200', SipCallId: logged.callId });
+    // The body as SIPp sent it (its scenario line ends in CRLF), byte for byte.
+    expect(p.Text).toBe(`hello from ${logged.a.username}\r\n`);
+    expect(p.BodyBytes).toBe(String(Buffer.byteLength(p.Text as string)));
+    expect(p.ContentType).toMatch(/^text\/plain/);
+    expect(p.MessageUUID).toBe(p.CallUUID);
+    expect(p.CallbackId).toMatch(/^[0-9a-f-]{36}$/);
+    // The other application does not log incoming messages: nothing reaches its URL.
+    await new Promise((res) => setTimeout(res, 700));
+    expect(at('msgoff', 'message')).toHaveLength(0);
+    expect(at('msg', 'message')).toHaveLength(1);
+  }, 60_000);
+
   // Redis only (the outbox must outlive a node): registered for that store alone.
   if (!withRedis) return;
 
