@@ -7,6 +7,10 @@
 //   node bench/cpu.mjs [--systems=edge-memory,edge-redis,kamailio-memory] [--transports=udp,tcp]
 //                      [--rate=2000] [--seconds=10] [--users=10000] [--prof] [--workers=N]
 //
+// A system name may end in `:events-off` (e.g. edge-redis:events-off): the same edge with
+// EVENT_LOG=off, so `--systems=edge-redis,edge-redis:events-off --rate=1000` shows what the
+// registration event log costs (the table then prints the ratio, edge + Redis CPU).
+//
 // --prof: run the edge under `node --cpu-prof` and print its top self-time functions.
 import { mkdirSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -71,14 +75,15 @@ try {
     let stepStarted = 0;
     let stepEnded = 0;
     if (sys.startsWith('edge')) {
-      const store = sys === 'edge-redis' ? 'redis' : 'memory';
+      const [base, variant] = sys.split(':');
+      const store = base === 'edge-redis' ? 'redis' : 'memory';
       const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', tmp, '--cpu-prof-name', (profFile = `${sys}-${Date.now()}.cpuprofile`)] : [];
       if (perf) nodeArgs.push('--perf-basic-prof-only-functions');
       // --node-args="--trace-gc …": extra Node flags for the edge (its log file is under bench/.tmp/cpu).
       nodeArgs.push(...arg('node-args', '').split(' ').filter(Boolean));
-      const env = workers ? { SIP_WORKERS: workers } : {};
-      server = await startEdge({ root: ROOT, tmp, name: sys, store, redisUrl: redis?.url(0), nodeArgs, env });
-      const account = await createAccount(server, sys);
+      const env = { ...(workers ? { SIP_WORKERS: workers } : {}), ...(variant === 'events-off' ? { EVENT_LOG: 'off' } : {}) };
+      server = await startEdge({ root: ROOT, tmp, name: sys.replace(':', '-'), store, redisUrl: redis?.url(0), nodeArgs, env });
+      const account = await createAccount(server, sys.replace(':', '-'));
       await createEndpoints(server, account, users, 16);
       domain = account.domain;
     } else {
@@ -86,17 +91,17 @@ try {
       server = await startKamailio({ root: ROOT, tmp, variant: sys === 'kamailio-redis' ? 'redis' : 'memory', users, domain, redis, redisDb: 1 });
     }
     const target = { pid: server.pid, ports: server.ports, cpuTree: true };
-    const files = writeInjection(join(tmp, 'inj'), sys, users, domain);
+    const files = writeInjection(join(tmp, 'inj'), sys.replace(':', '-'), users, domain);
     try {
       for (const transport of transports) {
         // Warm-up: JIT, every binding created once.
-        await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate, seconds: Math.ceil(users.length / rate) + 2, files, preload });
+        await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys.replace(':', '-')}-${transport}-warm`), target, transport, rate, seconds: Math.ceil(users.length / rate) + 2, files, preload });
         const t0 = Date.now();
         const per0 = treeTicks(server.pid);
         const perfRec = perf && sys.startsWith('edge')
           ? (await import('node:child_process')).spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-o', join(tmp, `${sys}-${transport}.perf.data`), '-p', processTree(server.pid).join(','), '--', 'sleep', String(seconds)], { stdio: 'ignore' })
           : null;
-        const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}`), target, transport, rate, seconds, files, preload, extraPids: redis ? [redis.pid] : [] });
+        const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys.replace(':', '-')}-${transport}`), target, transport, rate, seconds, files, preload, extraPids: redis ? [redis.pid] : [] });
         stepStarted = t0;
         if (perfRec) {
           await new Promise((resolve) => (perfRec.exitCode !== null ? resolve() : perfRec.once('exit', resolve)));
@@ -143,3 +148,10 @@ console.log('|---|---|---:|---:|---:|---:|');
 for (const r of rows) console.log(`| ${r.sys} | ${r.transport} | ${r.achieved.toFixed(0)} | ${r.usPerReg.toFixed(0)}${r.redisUs ? ` (+${r.redisUs.toFixed(0)} Redis)` : ''} | ${r.p50?.toFixed(2)} | ${r.p99?.toFixed(2)} |`);
 const base = rows.find((r) => r.sys.startsWith('kamailio'));
 if (base) for (const r of rows.filter((x) => x.sys.startsWith('edge'))) console.log(`${r.sys}/${r.transport}: ${(r.usPerReg / base.usPerReg).toFixed(2)} × ${base.sys}'s CPU per registration`);
+// The event log's cost: each edge against its `:events-off` twin in this run (edge + Redis CPU, p99).
+for (const off of rows.filter((x) => x.sys.endsWith(':events-off'))) {
+  const on = rows.find((x) => x.sys === off.sys.split(':')[0] && x.transport === off.transport);
+  if (!on) continue;
+  const total = (r) => r.usPerReg + r.redisUs;
+  console.log(`${on.sys}/${on.transport} event log on vs off: ${total(on).toFixed(0)} vs ${total(off).toFixed(0)} µs CPU per registration (edge${on.redisUs ? ' + Redis' : ''}) = ${(total(on) / total(off)).toFixed(2)} ×; p99 ${on.p99?.toFixed(2)} vs ${off.p99?.toFixed(2)} ms`);
+}
