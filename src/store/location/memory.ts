@@ -32,6 +32,9 @@ export interface MemoryLocationStoreOptions {
   onEvents?: (domain: string) => void;
 }
 
+/** How far past EVENT_LOG_MAX an account's in-memory log may grow before its head is cut. */
+export const EVENT_LOG_TRIM_SLACK = 1000;
+
 /** Every second: the sweep is what reports lapsed bindings as `expired` (docs/events.md). */
 const DEFAULT_SWEEP_INTERVAL_MS = 1_000;
 
@@ -121,9 +124,18 @@ export class MemoryLocationStore implements LocationStore {
     this.#onEvents?.(aor.domain);
   }
 
+  /**
+   * Keeps at most about EVENT_LOG_MAX events and none older than the retention. Like
+   * Redis's `MAXLEN ~`, the log may hold up to EVENT_LOG_TRIM_SLACK more: cutting the
+   * head of an array moves all of it, so it is cut in batches rather than one event at
+   * a time (which made every registration pay for moving 10,000 entries).
+   */
   #trim(domain: string, log: RegistrationEvent[], now: number): void {
-    let drop = Math.max(0, log.length - EVENT_LOG_MAX);
-    while (drop < log.length && (log[drop] as RegistrationEvent).at < now - EVENT_LOG_RETENTION_MS) drop++;
+    const oldest = now - EVENT_LOG_RETENTION_MS;
+    const over = log.length > EVENT_LOG_MAX + EVENT_LOG_TRIM_SLACK;
+    if (!over && (log.length === 0 || (log[0] as RegistrationEvent).at >= oldest)) return;
+    let drop = over ? log.length - EVENT_LOG_MAX : 0;
+    while (drop < log.length && (log[drop] as RegistrationEvent).at < oldest) drop++;
     if (drop > 0) log.splice(0, drop);
     if (log.length === 0) this.#log?.delete(domain);
   }
