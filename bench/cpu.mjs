@@ -88,7 +88,10 @@ try {
       domain = account.domain;
     } else {
       domain = 'kamailio.sip.localhost';
-      server = await startKamailio({ root: ROOT, tmp, variant: sys === 'kamailio-redis' ? 'redis' : 'memory', users, domain, redis, redisDb: 1 });
+      const variant = sys === 'kamailio-redis' ? 'redis' : 'memory';
+      // --kamailio-children=N: UDP/TCP children (default 2 in memory, 8 with db_redis; bench/README.md).
+      const children = Number(arg('kamailio-children', variant === 'redis' ? '8' : '2'));
+      server = await startKamailio({ root: ROOT, tmp, variant, users, domain, redis, redisDb: 1, children });
     }
     const target = { pid: server.pid, ports: server.ports, cpuTree: true };
     const files = writeInjection(join(tmp, 'inj'), sys.replace(':', '-'), users, domain);

@@ -33,15 +33,19 @@ function optionsPing(port) {
 /**
  * Start Kamailio. variant 'memory' (usrloc db_mode 0, htable credentials from a
  * db_text table) or 'redis' (usrloc db_mode 1 + auth_db, both on db_redis, in
- * Redis database `redisDb`). `users`: [{user,password}], all in `domain`.
+ * Redis database `redisDb`). `users`: [{user,password}], all in `domain`. `children`: UDP
+ * and TCP worker processes each (2 by default: as many as this machine's cores, which on
+ * 2 cores costs Kamailio less CPU per registration than its sample config's 8 + 8).
  */
-export async function startKamailio({ root, tmp, variant, users, domain, redis, redisDb = 1, extraArgs = [], redisAuth = false }) {
+export async function startKamailio({ root, tmp, variant, users, domain, redis, redisDb = 1, extraArgs = [], redisAuth = false, children = 2 }) {
   const name = `kamailio-${variant}`;
   const dir = join(tmp, name);
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const args = ['-f', join(root, 'bench/kamailio/kamailio.cfg'), '-DD', '-E', '-m', '512', '-M', '16', '-w', dir, '-P', join(dir, 'kamailio.pid')];
   args.push('-l', `udp:127.0.0.1:${port}`, '-l', `tcp:127.0.0.1:${port}`);
+  // Worker processes per transport (`children`/`tcp_children` of kamailio.cfg).
+  args.push('-A', `CHILDREN=${children}`, '-A', `TCP_CHILDREN=${children}`);
   if (variant === 'redis') {
     const url = `redis://127.0.0.1:${redis.port}/${redisDb}`;
     const cmds = [['FLUSHDB']];

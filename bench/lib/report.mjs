@@ -142,6 +142,53 @@ export function renderReport(r) {
   );
   out.push('');
 
+  // ---- targets of issue 16 (CPU, both cores, p99) ----
+  out.push('## Targets of issue 16 (performance)');
+  out.push('');
+  out.push('CPU per registration = CPU of the server\'s processes (and of Redis where the server uses it) over the step, divided by the');
+  out.push(`registrations achieved; compared with Kamailio in memory (${r.opts.kamailioChildren ?? 8} UDP + ${r.opts.kamailioChildren ?? 8} TCP children) at the same step.`);
+  out.push('');
+  out.push('| target | measured | |');
+  out.push('|---|---|---|');
+  const stepAt = (sys, t, rate) => r.ladders[sys]?.[t]?.steps.find((x) => x.rate === rate && !x.retried && x.achieved > 0);
+  const usPerReg = (x) => (((x.serverCpu + (x.otherCpu?.[0] ?? 0)) / 100) * 1e6) / x.achieved;
+  for (const rate of [6000, 1000]) {
+    const parts = [];
+    let met = null;
+    for (const sys of ['edge-memory', 'edge-redis']) {
+      for (const t of transports) {
+        const e = stepAt(sys, t, rate);
+        const k = stepAt('kamailio-memory', t, rate);
+        if (!e || !k) continue;
+        const q = usPerReg(e) / usPerReg(k);
+        parts.push(`${sys} ${t.toUpperCase()} ${int(usPerReg(e))} µs vs ${int(usPerReg(k))} µs = ${f2(q)}×`);
+        met = (met ?? true) && q <= 1.5;
+      }
+    }
+    out.push(`| CPU per registration ≤ 1.5 × Kamailio in memory's at ${int(rate)}/s | ${parts.join('; ') || '— (a step at this rate is missing)'} | ${yes(met)} |`);
+  }
+  {
+    const q = ratio(top(r, 'edge-redis', 'udp'), top(r, 'kamailio-memory', 'udp'));
+    out.push(`| sustained UDP registrations, edge on Redis (both cores) ≥ 0.75 × Kamailio in memory (aim 1.0) | ${q === null ? '— (no known top)' : `${f2(q)}× (${topText(r, 'edge-redis', 'udp')} vs ${topText(r, 'kamailio-memory', 'udp')})`} | ${yes(q === null ? null : q >= 0.75)} |`);
+    const q2 = ratio(top(r, 'edge-memory', 'udp'), top(r, 'kamailio-memory', 'udp'));
+    const steps = r.ladders['edge-memory']?.udp?.steps ?? [];
+    const peak = steps.length ? Math.max(...steps.map((x) => x.serverCpu)) : null;
+    out.push(
+      `| the embedded store uses both cores | ${peak === null ? '—' : `peak server CPU ${int(peak)} % of one core; sustained UDP ${q2 === null ? '— (no known top)' : `${f2(q2)}× Kamailio in memory`}`} | ${yes(peak === null ? null : peak > 120)} |`,
+    );
+  }
+  {
+    const all = [];
+    for (const sys of ['edge-redis', 'edge-memory']) for (const tr of transports) {
+      const h = r.ladders[sys]?.[tr]?.half;
+      if (h) all.push(`${sys} ${tr.toUpperCase()} @${int(h.rate)}/s: ${f2(h.p99)} ms (max ${f2(h.max)})`);
+    }
+    const ok = halves.length ? halves.every(({ h }) => h.p99 < 10) : null;
+    out.push(`| p99 of a whole registration < 10 ms at half the top rate, every store and transport | ${all.join('; ') || '—'} | ${yes(ok)} |`);
+  }
+  out.push(`| 15 s steps at least, 10,000 distinct users, the same scenario for every server | ${r.opts.stepS} s steps, ${int(r.opts.users)} users | ${yes(r.opts.stepS >= 15 && r.opts.users >= 10000)} |`);
+  out.push('');
+
   // ---- ladder details ----
   if (Object.keys(r.ladders).length) {
     out.push('## Ladder steps');
