@@ -5,7 +5,7 @@
 // watch while working on the hot path.
 //
 //   node bench/cpu.mjs [--systems=edge-memory,edge-redis,kamailio-memory] [--transports=udp,tcp]
-//                      [--rate=2000] [--seconds=10] [--users=10000] [--prof] [--workers=N]
+//                      [--rate=2000] [--seconds=10] [--users=10000] [--prof] [--workers=N] [--node=path]
 //
 // A system name may end in `:events-off` (e.g. edge-redis:events-off): the same edge with
 // EVENT_LOG=off, so `--systems=edge-redis,edge-redis:events-off --rate=1000` shows what the
@@ -57,6 +57,8 @@ const seconds = Number(arg('seconds', '10'));
 const users = benchUsers(Number(arg('users', '10000')));
 const prof = arg('prof', 'false') === 'true';
 const workers = arg('workers', '');
+// --node=path: the Node binary of the edge (e.g. test/.tmp/node-lts/bin/node, where each worker has its own UDP socket).
+const nodeBin = arg('node', process.execPath);
 // --perf: sample the edge's on-CPU time with `perf record -e cpu-clock` (kernel + JIT frames) during the step.
 const perf = arg('perf', 'false') === 'true';
 
@@ -82,7 +84,7 @@ try {
       // --node-args="--trace-gc …": extra Node flags for the edge (its log file is under bench/.tmp/cpu).
       nodeArgs.push(...arg('node-args', '').split(' ').filter(Boolean));
       const env = { ...(workers ? { SIP_WORKERS: workers } : {}), ...(variant === 'events-off' ? { EVENT_LOG: 'off' } : {}) };
-      server = await startEdge({ root: ROOT, tmp, name: sys.replace(':', '-'), store, redisUrl: redis?.url(0), nodeArgs, env });
+      server = await startEdge({ root: ROOT, tmp, name: sys.replace(':', '-'), store, redisUrl: redis?.url(0), nodeArgs, env, node: nodeBin });
       const account = await createAccount(server, sys.replace(':', '-'));
       await createEndpoints(server, account, users, 16);
       domain = account.domain;
