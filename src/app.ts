@@ -45,6 +45,8 @@ import type { CallStore } from './store/calls/calls.js';
 import { MemoryCallStore } from './store/calls/memory.js';
 import { RedisCallStore } from './store/calls/redis.js';
 import type { FastifyInstance } from 'fastify';
+import { RtpengineClient } from './media/rtpengine.js';
+import { MediaRelay } from './proxy/media-relay.js';
 import type { Aor } from './store/location/location.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
@@ -241,7 +243,20 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   });
   const limiterOptions = { maxCallDurationMs: config.maxCallDuration * 1000 };
   const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
+  // Media through rtpengine (docs/media.md): only with RTPENGINE_NG and MEDIA_RELAY other than never.
+  const mediaLog = log.child({ component: 'media' });
+  const rtpengine =
+    config.rtpengineNg && config.mediaRelay !== 'never'
+      ? new RtpengineClient({
+          engines: config.rtpengineNg,
+          onRequest: (e) => metrics.mediaRequest(e),
+          onEngineChange: (c) => (c.up ? mediaLog.info(c, 'rtpengine back') : mediaLog.warn(c, 'rtpengine taken out')),
+        })
+      : null;
+  if (rtpengine) metrics.attachMediaEngines(() => rtpengine.engines());
+  const mediaRelay = rtpengine && config.mediaRelay !== 'never' ? new MediaRelay({ client: rtpengine, mode: config.mediaRelay, log: mediaLog }) : undefined;
   const proxy = new SipProxy({
+    media: mediaRelay,
     layer,
     auth,
     credentials,
@@ -398,6 +413,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       started.length = 0;
       await hardening.settled(1000);
       await fleet?.stop();
+      await rtpengine?.close();
       hardening.stop();
       metrics.stop();
       router.stop();

@@ -19,6 +19,8 @@ export interface Destination {
   node?: string | null;
   /** From a flow token: the account domain of the call whose dialog this is (its record, docs/events.md). */
   callDomain?: string;
+  /** From a flow token: the rtpengine that relays the dialog's media (docs/media.md). */
+  media?: string;
 }
 
 /**

@@ -22,10 +22,15 @@ const MAC_BYTES = 9;
 export class FlowTokens {
   constructor(private readonly secret: Buffer) {}
 
-  /** @param callDomain the account domain of the call, when the dialog is a call with a record (CDRs, docs/events.md) */
-  encode(d: Destination, callId: string, callDomain?: string): string {
+  /**
+   * @param callDomain the account domain of the call, when the dialog is a call with a record (CDRs, docs/events.md)
+   * @param media the rtpengine that relays the call's media, when one does (docs/media.md): any node ends it there
+   */
+  encode(d: Destination, callId: string, callDomain?: string, media?: string): string {
     // The owning process too (a flow of another worker or node is reached through it).
-    const tail = callDomain ? `|${d.node ?? ''}|${callDomain}` : d.node ? `|${d.node}` : '';
+    const extra = [d.node ?? '', callDomain ?? '', media ?? ''];
+    while (extra.length > 0 && extra[extra.length - 1] === '') extra.pop();
+    const tail = extra.map((x) => `|${x}`).join('');
     const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}${tail}`;
     return `${Buffer.from(flow).toString('base64url')}.${this.mac(flow, callId).toString('base64url')}`;
   }
@@ -38,7 +43,7 @@ export class FlowTokens {
     const given = Buffer.from(token.slice(dot + 1), 'base64url');
     const want = this.mac(flow, callId);
     if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
-    const [transport, connId, address, port, node, callDomain] = flow.split('|');
+    const [transport, connId, address, port, node, callDomain, media] = flow.split('|');
     if (!SIP_TRANSPORT_NAMES.has(transport as string) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
     return {
       transport: transport as SipTransportName,
@@ -47,6 +52,7 @@ export class FlowTokens {
       port: Number(port),
       ...(node ? { node } : {}),
       ...(callDomain ? { callDomain } : {}),
+      ...(media ? { media } : {}),
     };
   }
 

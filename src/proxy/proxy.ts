@@ -11,7 +11,7 @@ import type { TransactionLayer } from '../core/transaction-layer.js';
 import { SipError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { getHeader, getHeaders, getListValues, parseDigestCredentials, parseNameAddr, tagOf } from '../sip/headers.js';
-import type { SipRequest, SipUri } from '../sip/message.js';
+import type { SipRequest, SipResponse, SipUri } from '../sip/message.js';
 import { cloneRequest, prependHeaders, removeHeaders, removeHeadersWhere, setHeader, shiftListValue } from '../sip/message-edit.js';
 import { formatUri, parseUri } from '../sip/uri.js';
 import type { CredentialStore } from '../store/credentials/credentials.js';
@@ -23,6 +23,7 @@ import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tra
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
+import { isWebrtcLeg, MediaRelay } from './media-relay.js';
 import type { Gruus } from '../registrar/gruu.js';
 import { offersVideo } from './sdp.js';
 import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
@@ -43,6 +44,8 @@ export interface ProxyOptions {
   relayFlows?: boolean;
   /** Call records and callbacks (docs/events.md "Calls"); none when absent. */
   calls?: CallTracker;
+  /** Media through rtpengine (docs/media.md "Calls"); SDP untouched when absent. */
+  media?: MediaRelay;
   /** Reads GRUUs in Request-URIs (RFC 5627): a request to one reaches that device only. */
   gruus?: Gruus;
   /** Where calls to telephone numbers go (Config.outboundGatewayUri); null → 503. */
@@ -209,6 +212,8 @@ export class SipProxy implements RequestProcessor {
       this.release(ctx.callId);
       // The call's end, whichever node the BYE reached (its flow token names the account).
       if (dest.callDomain && this.opts.calls) void this.opts.calls.bye(dest.callDomain, ctx.callId, tagOf(getHeader(req, 'from')));
+      // The media session ends with the dialog, on the engine the flow token names (any node).
+      if (dest.media && this.opts.media) this.opts.media.delete(ctx.callId, dest.media);
     }
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
@@ -332,10 +337,18 @@ export class SipProxy implements RequestProcessor {
       return;
     }
 
+    // Media: the caller's offer through rtpengine, once per branch that needs it (docs/media.md "Calls").
+    const media = req.method === 'INVITE' ? await this.offerMedia(ctx, legs) : null;
+    if (media?.failed) {
+      this.release(ctx.callId);
+      throw new SipError(503, 'Service Unavailable', 'MEDIA_UNAVAILABLE', [['Warning', `399 ${WARN_AGENT} "no media relay available"`]]);
+    }
+
     const context = new ResponseContext({
       layer: this.opts.layer,
       log: this.log,
       server: tx,
+      transformUp: media?.engine ? (up, i) => this.answerMedia(ctx, media, up, i) : undefined,
       noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
       // A binding whose connection closed an instant ago: not reachable, as if not registered.
       flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
@@ -347,6 +360,7 @@ export class SipProxy implements RequestProcessor {
               onFinal: (status, endedBy) => {
                 if (status < 300) return;
                 this.release(ctx.callId);
+                if (media?.engine) this.opts.media?.delete(ctx.callId, media.engine);
                 if (call && calls) {
                   calls.unanswered(call, { status, how: endedBy === 'caller-cancel' ? 'cancelled' : endedBy === 'no-answer' ? 'no-answer' : 'refused' });
                 }
@@ -357,8 +371,11 @@ export class SipProxy implements RequestProcessor {
             : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();
-    for (const leg of legs) {
+    for (const [i, leg] of legs.entries()) {
       const fwd = cloneRequest(req);
+      if (media && media.sdp[i] === undefined) continue; // needed the relay, and no engine answered
+      const offered = media?.sdp[i];
+      if (offered !== undefined && offered !== null) fwd.body = Buffer.from(offered);
       // §16.6 step 2: the Request-URI becomes the target (the Contact of the binding).
       fwd.uri = leg.uri;
       decrementMaxForwards(fwd);
@@ -370,7 +387,7 @@ export class SipProxy implements RequestProcessor {
       for (const [n, v] of extra) fwd.headers.push({ name: n, value: v });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
-      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined);
+      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, offered ? media?.engine : undefined);
       context.fork(fwd, leg.dest, loop);
     }
   }
@@ -387,6 +404,57 @@ export class SipProxy implements RequestProcessor {
       contentType: getHeader(ctx.req, 'content-type') ?? null,
       body: ctx.req.body,
     };
+  }
+
+  /**
+   * The caller's SDP offer through rtpengine for each leg the relay takes (per
+   * MEDIA_RELAY): `sdp[i]` is what leg i gets (null: the SDP as sent). A leg that
+   * needs the relay (WebRTC on one side only) is dropped when no engine answers;
+   * `failed` when that leaves no leg. One engine for every branch of a call.
+   */
+  private async offerMedia(ctx: IncomingRequest, legs: Array<{ dest: Destination }>): Promise<MediaPlan | null> {
+    const relay = this.opts.media;
+    const type = (getHeader(ctx.req, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+    if (!relay || type !== 'application/sdp' || ctx.req.body.length === 0) return null;
+    const sdp = ctx.req.body.toString('utf8');
+    const callerWebrtc = isWebrtcLeg(ctx.flow.transport, sdp);
+    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, sdp: [], failed: false };
+    let dropped = 0;
+    for (const [i, leg] of legs.entries()) {
+      const calleeWebrtc = isWebrtcLeg(leg.dest.transport, null);
+      plan.sdp[i] = null;
+      if (!relay.relays(callerWebrtc, calleeWebrtc)) continue;
+      try {
+        const r = await relay.offer({ callId: ctx.callId, fromTag: plan.fromTag, branch: `b${i}`, sdp, calleeWebrtc, engine: plan.engine });
+        plan.engine = r.engine;
+        plan.sdp[i] = r.sdp;
+      } catch (err) {
+        const needed = MediaRelay.needed(callerWebrtc, calleeWebrtc);
+        this.log.warn({ callId: ctx.callId, needed, err: err instanceof Error ? err.message : String(err) }, needed ? 'media relay failed: branch dropped' : 'media relay failed: branch not relayed');
+        if (needed) {
+          plan.sdp[i] = undefined;
+          dropped++;
+        }
+      }
+    }
+    plan.failed = dropped === legs.length;
+    return plan;
+  }
+
+  /** A response with SDP on branch `i`: the callee's answer through the engine that took that branch's offer. */
+  private async answerMedia(ctx: IncomingRequest, plan: MediaPlan, up: SipResponse, i: number): Promise<void> {
+    const relay = this.opts.media;
+    if (!relay || !plan.engine || typeof plan.sdp[i] !== 'string') return;
+    const toTag = tagOf(getHeader(up, 'to'));
+    if (!toTag) return;
+    up.body = Buffer.from(
+      await relay.answer({ callId: ctx.callId, fromTag: plan.fromTag, toTag, branch: `b${i}`, sdp: up.body.toString('utf8'), callerWebrtc: plan.callerWebrtc, engine: plan.engine }),
+    );
+    if (up.status >= 200 && up.status < 300 && plan.winner === undefined) {
+      // The branch that answered keeps the session; the other branches' offers go.
+      plan.winner = i;
+      for (const [j, o] of plan.sdp.entries()) if (j !== i && typeof o === 'string') relay.delete(ctx.callId, plan.engine, `b${j}`, plan.fromTag);
+    }
   }
 
   /** Proxy authentication of an endpoint (RFC 3261 §22.3): realm and user from the From URI. */
@@ -486,15 +554,15 @@ export class SipProxy implements RequestProcessor {
    * of the caller's flow). Whichever side sends an in-dialog request, the last
    * of our Route values it carries names the other side's flow.
    */
-  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination, callDomain?: string): void {
+  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination, callDomain?: string, mediaEngine?: string): void {
     const { tokens } = this.opts;
     const rr = (t: SipTransportName, token: string): string => {
       const l = this.opts.layer.sentBy(t);
       return `<sip:${token}@${l ? `${l.host}:${l.port}` : '127.0.0.1'};transport=${t};lr>`;
     };
     prependHeaders(fwd, 'record-route', [
-      rr(egress.transport, tokens.encode(egress, ctx.callId, callDomain)),
-      rr(ctx.flow.transport, tokens.encode(this.ownFlow(ctx), ctx.callId, callDomain)),
+      rr(egress.transport, tokens.encode(egress, ctx.callId, callDomain, mediaEngine)),
+      rr(ctx.flow.transport, tokens.encode(this.ownFlow(ctx), ctx.callId, callDomain, mediaEngine)),
     ]);
   }
 
@@ -579,4 +647,17 @@ function targetNumber(uri: string): string {
   if (!u) return uri;
   if (u.scheme === 'tel') return u.host;
   return u.user ?? u.host;
+}
+
+/** The media side of one INVITE through the relay (docs/media.md "Calls"). */
+interface MediaPlan {
+  /** The engine holding the call; undefined when no branch is relayed. */
+  engine: string | undefined;
+  fromTag: string;
+  callerWebrtc: boolean;
+  /** Per leg: the offer rewritten for it, null when not relayed, undefined when the leg was dropped. */
+  sdp: Array<string | null | undefined>;
+  failed: boolean;
+  /** The branch whose 2xx won. */
+  winner?: number;
 }

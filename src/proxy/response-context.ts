@@ -56,6 +56,12 @@ export interface ResponseContextOptions {
    */
   flowFailure?: { status: number; reason: string };
   events?: ResponseContextEvents;
+  /**
+   * Rewrites a response of branch `branch` (its index in fork order) before it goes
+   * upstream, e.g. its SDP through the media relay. When set, every response goes
+   * upstream in the order received, each after the rewrites before it.
+   */
+  transformUp?: (up: SipResponse, branch: number) => Promise<void>;
 }
 
 const NO_OP_USER: ClientTransactionUser = { onResponse() {}, onFailure() {} };
@@ -78,12 +84,34 @@ export class ResponseContext implements ClientTransactionUser {
   private readonly isInvite: boolean;
   private rang = false;
   private endedBy: 'caller-cancel' | 'no-answer' | undefined;
+  /** Upstream sends waiting for a rewrite (transformUp), in order. */
+  private upstream: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: ResponseContextOptions) {
     this.isInvite = opts.server.method === 'INVITE';
     if (this.isInvite && opts.noAnswerMs !== undefined) {
       this.noAnswer = unrefTimer(() => this.timeout(), opts.noAnswerMs);
     }
+  }
+
+  /**
+   * Sends `up` (from branch `b`, or a chosen final) upstream: at once, or — with a
+   * transformer — after it and every earlier response were rewritten.
+   */
+  private sendUp(up: SipResponse, b: Branch | null, check: () => boolean = () => true): void {
+    const server = this.opts.server;
+    const t = this.opts.transformUp;
+    if (!t) {
+      server.forward(up, serializeMessage(up));
+      return;
+    }
+    const index = b ? this.branches.indexOf(b) : -1;
+    this.upstream = this.upstream
+      .then(() => (index >= 0 && up.body.length > 0 ? t(up, index) : undefined))
+      .catch((err: unknown) => this.opts.log.warn({ status: up.status, err: err instanceof Error ? err.message : String(err) }, 'response rewrite failed; sent as received'))
+      .then(() => {
+        if (check()) server.forward(up, serializeMessage(up));
+      });
   }
 
   /** Sends the request on a new branch (§16.6 step 10: a client transaction per target). */
@@ -117,7 +145,7 @@ export class ResponseContext implements ClientTransactionUser {
       if (b.cancel === 'pending') this.sendCancel(b, b.cancelReason);
       // §16.7 step 5: provisional responses other than 100 are forwarded immediately.
       if (s > 100 && !server.finalSent) {
-        server.forward(up, serializeMessage(up));
+        this.sendUp(up, b, () => !server.finalSent);
         if (!this.rang) {
           this.rang = true;
           this.opts.events?.onRinging?.(s);
@@ -129,7 +157,7 @@ export class ResponseContext implements ClientTransactionUser {
       b.final ??= { status: s, reason: res.reason, response: up };
       // §16.7 step 5: every 2xx to an INVITE is forwarded immediately (RFC 6026: even after the first).
       if (this.isInvite) {
-        server.forward(up, serializeMessage(up));
+        this.sendUp(up, b);
         if (!this.answered) {
           this.answered = true;
           this.stopTimers();
@@ -240,7 +268,8 @@ export class ResponseContext implements ClientTransactionUser {
       // "If the selected response is a 503 (Service Unavailable), the proxy MUST generate a 500."
       server.respond(500, 'Server Internal Error');
     } else if (best.response) {
-      server.forward(best.response, serializeMessage(best.response));
+      const r = best.response;
+      this.sendUp(r, this.branches.find((x) => x.final?.response === r) ?? null);
     } else {
       server.respond(best.status, best.reason);
     }

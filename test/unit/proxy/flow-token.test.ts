@@ -21,4 +21,12 @@ describe('FlowTokens (RFC 5626 §5.2)', () => {
     expect(new FlowTokens(Buffer.from('another-secret-another-secret!!')).decode(t, 'c1@x')).toBeNull();
     expect(tokens.decode('alice', 'c1@x')).toBeNull();
   });
+  it('carries the owning process, the call record domain and the media engine, each optional', () => {
+    const owned = { ...ws, node: 'n1-abc' };
+    expect(tokens.decode(tokens.encode(owned, 'c1@x'), 'c1@x')).toEqual(owned);
+    expect(tokens.decode(tokens.encode(owned, 'c1@x', 'acme.sip.localhost'), 'c1@x')).toEqual({ ...owned, callDomain: 'acme.sip.localhost' });
+    expect(tokens.decode(tokens.encode(owned, 'c1@x', 'acme.sip.localhost', '[::1]:2223'), 'c1@x')).toEqual({ ...owned, callDomain: 'acme.sip.localhost', media: '[::1]:2223' });
+    // A media engine without a node or call record: the empty fields in between stay empty.
+    expect(tokens.decode(tokens.encode(udp, 'c1@x', undefined, '127.0.0.1:2223'), 'c1@x')).toEqual({ ...udp, media: '127.0.0.1:2223' });
+  });
 });

@@ -1,0 +1,138 @@
+/**
+ * Calls through the edge with media through a real rtpengine (docs/media.md "Calls"):
+ * with MEDIA_RELAY=always the SDP each SIPp side receives names rtpengine's ports, not
+ * the other side's, and after the BYE rtpengine holds no session for the call. With
+ * rtpengine gone, a call that does not need the relay (two plain RTP legs) still goes
+ * through unrelayed, a call that does (a WebSocket callee) fails fast with 503 and a
+ * Warning, and calls are relayed again once rtpengine is back.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RtpengineClient, RtpengineRejectedError } from '../../src/media/rtpengine.js';
+import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
+import { cidStr, sipp, TestUa } from '../support/proxy-harness.js';
+import { startPhoneProcess } from '../support/phone-process.js';
+import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
+import { until } from '../support/wait.js';
+
+/** The audio port of every `m=audio` line in the SDP of SIPp's messages matching `start`. */
+function audioPorts(messages: string, start: RegExp): number[] {
+  const ports: number[] = [];
+  // SIPp's -trace_msg: "----- <time>" lines, then "UDP message sent|received …:", a blank line and the message.
+  for (const entry of messages.split(/-{20,}[^\n]*\n/)) {
+    const m = entry.replace(/^[^\n]*message (sent|received)[^\n]*\n\s*/, '');
+    if (!start.test(m)) continue;
+    for (const x of m.matchAll(/^m=audio (\d+) /gm)) ports.push(Number(x[1]));
+  }
+  return ports;
+}
+
+describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
+  let engine: RtpengineHandle;
+  let edge: Edge;
+  let account: Account;
+  let probe: RtpengineClient;
+  let n = 0;
+
+  beforeAll(async () => {
+    engine = await startRtpengine({ rtpPorts: 60 });
+    edge = await startEdge({ RTPENGINE_NG: engine.id, MEDIA_RELAY: 'always' });
+    account = await edge.newAccount();
+    probe = new RtpengineClient({ engines: [{ host: engine.host, port: engine.ngPort }], timeoutMs: 300, retries: 1 });
+  }, 60_000);
+  afterAll(async () => {
+    await probe?.close();
+    await edge?.stop();
+    await engine?.dispose();
+  });
+
+  const inRange = (p: number): boolean => p >= engine.portMin && p <= engine.portMax;
+  const pair = async (): Promise<{ a: Endpoint; b: Endpoint }> => {
+    n++;
+    return { a: await edge.newEndpoint(account, `mcaller${n}`), b: await edge.newEndpoint(account, `mcallee${n}`) };
+  };
+
+  it('both sides get rtpengine in their SDP, and the BYE ends the session on rtpengine', async () => {
+    const { a, b } = await pair();
+    const port = edge.server.ports.udp as number;
+    const cid = cidStr();
+    const callee = sipp({ scenario: 'call-uas-answer.xml', port, transport: 'udp', endpoint: b, cidStr: cid });
+    await edge.waitBindings(b, 1);
+    const caller = await sipp({ scenario: 'call-uac.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: b.username }, pauseMs: 500 });
+    const uas = await callee;
+    expect(caller.failed, caller.errors).toBe(0);
+    expect(uas.failed, uas.errors).toBe(0);
+    // The callee's INVITE and the caller's 200 carry rtpengine's ports (SIPp's own media port is outside its range).
+    const offered = audioPorts(uas.messages, /^INVITE /);
+    const answered = audioPorts(caller.messages, /^SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/);
+    expect(offered.length).toBeGreaterThan(0);
+    expect(answered.length).toBeGreaterThan(0);
+    for (const p of [...offered, ...answered]) expect(inRange(p), `port ${p} in ${engine.portMin}-${engine.portMax}`).toBe(true);
+    expect(offered[0]).not.toBe(answered[0]);
+    // After the BYE: no session for this Call-ID on rtpengine.
+    const callId = cid.replace('%u', '1');
+    await until(
+      'rtpengine forgets the call',
+      async () => {
+        try {
+          await probe.query({ 'call-id': callId }, engine.id);
+          return undefined;
+        } catch (err) {
+          return err instanceof RtpengineRejectedError ? true : undefined;
+        }
+      },
+      5000,
+    );
+    const metrics = await (await fetch(`${edge.base}/metrics`)).text();
+    expect(metrics).toMatch(/sip_media_engine_requests_total\{engine="[^"]+",command="offer",outcome="ok"\} [1-9]/);
+    expect(metrics).toMatch(/sip_media_engine_requests_total\{engine="[^"]+",command="answer",outcome="ok"\} [1-9]/);
+    expect(metrics).toMatch(/sip_media_engine_requests_total\{engine="[^"]+",command="delete",outcome="ok"\} [1-9]/);
+  }, 60_000);
+
+  it('rtpengine stopped: plain calls go through unrelayed, a WebSocket callee fails fast with 503; relayed again once it is back', async () => {
+    await engine.stop();
+    const port = edge.server.ports.udp as number;
+    // Two plain RTP legs do not need the relay: the call proceeds with the SDP as sent.
+    const { a, b } = await pair();
+    const cid = cidStr();
+    const callee = sipp({ scenario: 'call-uas-answer.xml', port, transport: 'udp', endpoint: b, cidStr: cid });
+    await edge.waitBindings(b, 1);
+    const caller = await sipp({ scenario: 'call-uac.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: b.username } });
+    const uas = await callee;
+    expect(caller.failed, caller.errors).toBe(0);
+    for (const p of audioPorts(uas.messages, /^INVITE /)) expect(inRange(p)).toBe(false);
+
+    // A WebSocket callee needs the relay (it speaks ICE + DTLS-SRTP): 503 with a Warning, quickly.
+    const { a: c, b: web } = await pair();
+    const phone = startPhoneProcess(`ws://127.0.0.1:${edge.server.ports.ws}`, web, { answer: true });
+    try {
+      await until('the WebSocket callee registered', () => (phone.events.some((e) => e.state === 'Registered') ? true : undefined), 10_000);
+      const ua = await TestUa.start(port, c);
+      try {
+        expect(await ua.register()).toBe(200);
+        const t0 = Date.now();
+        const r = await ua.call('INVITE', `sip:${web.username}@${account.sipDomain}`);
+        const ms = Date.now() - t0;
+        expect(r.status).toBe(503);
+        expect(r.headers.find((h) => h.name === 'warning')?.value).toMatch(/no media relay available/);
+        // The engine was already marked down by the call above: no wait for it here.
+        expect(ms).toBeLessThan(2000);
+        expect(phone.count('invite')).toBe(0);
+
+        // rtpengine back: after its recheck (5 s) the same call is relayed and answered.
+        await engine.start();
+        await until(
+          'rtpengine back in the edge',
+          async () => ((await (await fetch(`${edge.base}/metrics`)).text()).match(/sip_media_engine_up\{engine="[^"]+"\} 1/) ? true : undefined),
+          15_000,
+        );
+        const again = await ua.call('INVITE', `sip:${web.username}@${account.sipDomain}`);
+        expect(again.status).toBe(200);
+        expect(phone.count('invite')).toBe(1);
+      } finally {
+        ua.close();
+      }
+    } finally {
+      phone.child.kill('SIGKILL');
+    }
+  }, 90_000);
+});
