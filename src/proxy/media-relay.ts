@@ -56,7 +56,10 @@ export class MediaRelay {
 
   /** The callee's answer (18x or 2xx with SDP) of one branch, rewritten for the caller. */
   async answer(a: { callId: string; fromTag: string; toTag: string; branch: string; sdp: string; callerWebrtc: boolean; engine: string }): Promise<string> {
-    const flags = a.callerWebrtc ? LEG_FLAGS.webrtc : LEG_FLAGS.plain;
+    // Towards a browser that offered (a=setup:actpass), rtpengine takes the active DTLS role and
+    // starts the handshake itself once ICE is through; as the passive side it never saw the
+    // browser's ClientHello in tests (Chromium 156, rtpengine 11), the call then had no media.
+    const flags = a.callerWebrtc ? { ...LEG_FLAGS.webrtc, DTLS: 'active' } : LEG_FLAGS.plain;
     const r = await this.o.client.answer({ ...flags, 'call-id': a.callId, 'from-tag': a.fromTag, 'to-tag': a.toTag, 'via-branch': a.branch, sdp: a.sdp }, a.engine);
     return r.sdp;
   }

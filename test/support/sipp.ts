@@ -55,6 +55,8 @@ export interface SippOptions {
   /** `-recv_timeout` for receives without their own, ms; null = none (calls held open). @default 10000 */
   recvTimeoutMs?: number | null;
   localPort?: number;
+  /** More SIPp options, e.g. `-rtp_echo` with `-mp <port>`. */
+  extraArgs?: string[];
 }
 
 
@@ -89,6 +91,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
   ];
   if (recvTimeoutMs !== null) args.push('-recv_timeout', String(recvTimeoutMs));
   if (o.cidStr) args.push('-cid_str', o.cidStr);
+  if (o.extraArgs) args.push(...o.extraArgs);
   if (o.traceMessages) args.push('-trace_msg', '-message_file', join(dir, 'messages.log'));
   for (const [k, v] of Object.entries({ expires: 3600, ...o.keys })) args.push('-key', k, String(v));
   return new Promise((resolve, reject) => {
