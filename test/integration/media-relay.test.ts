@@ -88,6 +88,39 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
     expect(metrics).toMatch(/sip_media_engine_requests_total\{engine="[^"]+",command="delete",outcome="ok"\} [1-9]/);
   }, 60_000);
 
+  it('forking to a WebSocket phone and a desk phone of one user: the branch that answers keeps the media, the other offer is deleted at once', async () => {
+    n++;
+    const callee = await edge.newEndpoint(account, `mfork${n}`);
+    const caller = await edge.newEndpoint(account, `ringer${n}`); // a "ring…" caller only rings the SIP.js phone
+    const port = edge.server.ports.udp as number;
+    const deletes = async (): Promise<number> =>
+      [...(await (await fetch(`${edge.base}/metrics`)).text()).matchAll(/sip_media_engine_requests_total\{engine="[^"]+",command="delete",outcome="ok"\} (\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
+    const phone = startPhoneProcess(`ws://127.0.0.1:${edge.server.ports.ws}`, callee, { answer: true });
+    try {
+      await until('the WebSocket phone registered', () => (phone.events.some((e) => e.state === 'Registered') ? true : undefined), 10_000);
+      const cid = cidStr();
+      const desk = sipp({ scenario: 'call-uas-answer.xml', port, transport: 'udp', endpoint: callee, cidStr: cid });
+      await edge.waitBindings(callee, 2);
+      const before = await deletes();
+      const call = sipp({ scenario: 'call-uac.xml', port, transport: 'udp', endpoint: caller, cidStr: cid, keys: { callee: callee.username }, pauseMs: 2500 });
+      // Both devices got the INVITE, each with its own relayed offer.
+      await until('the SIP.js phone rang', () => (phone.count('invite') === 1 ? true : undefined), 10_000);
+      // The desk phone answers; while the call is up, one delete has gone: the WebSocket branch's offer.
+      await until('the losing branch deleted', async () => ((await deletes()) === before + 1 ? true : undefined), 5000);
+      const [uac, uas] = await Promise.all([call, desk]);
+      expect(uac.failed, uac.errors).toBe(0);
+      expect(uas.failed, uas.errors).toBe(0);
+      // The answer the caller got came through rtpengine (the desk's own port is outside its range).
+      for (const p of audioPorts(uac.messages, /^SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/)) expect(inRange(p)).toBe(true);
+      // The SIP.js phone's call ended unanswered (CANCEL); the BYE deleted the rest of the session.
+      await until('the SIP.js call ended', () => (phone.events.some((e) => e.event === 'call-in' && e.state === 'Terminated') ? true : undefined), 5000);
+      expect(phone.events.some((e) => e.event === 'call-in' && e.state === 'Established')).toBe(false);
+      await until('the session deleted after the BYE', async () => ((await deletes()) === before + 2 ? true : undefined), 5000);
+    } finally {
+      phone.child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   it('rtpengine stopped: plain calls go through unrelayed, a WebSocket callee fails fast with 503; relayed again once it is back', async () => {
     await engine.stop();
     const port = edge.server.ports.udp as number;
