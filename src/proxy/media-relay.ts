@@ -59,7 +59,7 @@ export class MediaRelay {
     // Towards a browser that offered (a=setup:actpass), rtpengine takes the active DTLS role and
     // starts the handshake itself once ICE is through; as the passive side it never saw the
     // browser's ClientHello in tests (Chromium 156, rtpengine 11), the call then had no media.
-    const flags = a.callerWebrtc ? { ...LEG_FLAGS.webrtc, DTLS: 'active' } : LEG_FLAGS.plain;
+    const flags = a.callerWebrtc ? { ...LEG_FLAGS.webrtc, DTLS: 'active' as const } : LEG_FLAGS.plain;
     const r = await this.o.client.answer({ ...flags, 'call-id': a.callId, 'from-tag': a.fromTag, 'to-tag': a.toTag, 'via-branch': a.branch, sdp: a.sdp }, a.engine);
     return r.sdp;
   }
