@@ -14,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RtpengineClient, RtpengineRejectedError } from '../../src/media/rtpengine.js';
+import { RtpengineClient } from '../../src/media/rtpengine.js';
+import { sessionGone } from '../support/media.js';
 import { ROOT } from '../support/server-process.js';
 import { startEdge, type Account, type Edge } from '../support/edge.js';
 import { cidStr } from '../support/proxy-harness.js';
@@ -97,19 +98,7 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
     return { page, errors, username: e.username };
   };
   const packets = async (page: Page): Promise<number> => Number(await page.locator('#rtp').getAttribute('data-packets'));
-  const sessionGone = async (callId: string): Promise<void> =>
-    until(
-      `rtpengine forgets ${callId}`,
-      async () => {
-        try {
-          await probe.query({ 'call-id': callId }, engine.id);
-          return undefined;
-        } catch (err) {
-          return err instanceof RtpengineRejectedError ? true : undefined;
-        }
-      },
-      5000,
-    );
+  const gone = (callId: string): Promise<true> => sessionGone(probe, engine.id, callId);
 
   it('the browser calls a SIPp phone over UDP that echoes RTP: inbound packets rise during the call; the BYE ends the rtpengine session', async () => {
     const { page, errors } = await openPhone('webcaller');
@@ -152,7 +141,7 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
     // The desk phone was offered plain RTP from rtpengine, not the browser's ICE/DTLS.
     expect(r.messages).toMatch(/m=audio \d+ RTP\/AVP /);
     expect(r.messages).not.toMatch(/a=fingerprint/);
-    await sessionGone(String(callId));
+    await gone(String(callId));
     expect(errors).toEqual([]);
     await page.close();
   }, 90_000);
@@ -187,7 +176,7 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
     // The browser got rtpengine's ICE + DTLS offer: the 200 it sent back went to SIPp as plain RTP.
     expect(r.messages).toMatch(/SIP\/2\.0 200 OK[\s\S]*m=audio \d+ RTP\/AVP /);
     await page.waitForSelector('#call[data-state="Terminated"]', { timeout: 10_000 });
-    await sessionGone(cid.replace('%u', '1'));
+    await gone(cid.replace('%u', '1'));
     expect(errors).toEqual([]);
     await page.close();
   }, 90_000);

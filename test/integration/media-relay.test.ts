@@ -7,7 +7,8 @@
  * Warning, and calls are relayed again once rtpengine is back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RtpengineClient, RtpengineRejectedError } from '../../src/media/rtpengine.js';
+import { RtpengineClient } from '../../src/media/rtpengine.js';
+import { sessionGone } from '../support/media.js';
 import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
 import { cidStr, sipp, TestUa } from '../support/proxy-harness.js';
 import { startPhoneProcess } from '../support/phone-process.js';
@@ -70,18 +71,7 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
     expect(offered[0]).not.toBe(answered[0]);
     // After the BYE: no session for this Call-ID on rtpengine.
     const callId = cid.replace('%u', '1');
-    await until(
-      'rtpengine forgets the call',
-      async () => {
-        try {
-          await probe.query({ 'call-id': callId }, engine.id);
-          return undefined;
-        } catch (err) {
-          return err instanceof RtpengineRejectedError ? true : undefined;
-        }
-      },
-      5000,
-    );
+    await sessionGone(probe, engine.id, callId);
     const metrics = await (await fetch(`${edge.base}/metrics`)).text();
     expect(metrics).toMatch(/sip_media_engine_requests_total\{engine="[^"]+",command="offer",outcome="ok"\} [1-9]/);
     expect(metrics).toMatch(/sip_media_engine_requests_total\{engine="[^"]+",command="answer",outcome="ok"\} [1-9]/);
