@@ -246,9 +246,15 @@ describe.each(STORE_KINDS)('Endpoint API (%s store)', (kind) => {
       });
       appId = String(app.json.app_id);
       sub = await s.h.newSubAccount(s.acct);
+      // Lists are ordered by creation time, ties (the same millisecond) by endpoint id: a
+      // few ms apart, the expected order below is the creation order on any machine.
+      const apart = (): Promise<void> => new Promise((r) => setTimeout(r, 3));
       ids.alice = await createOk({ username: 'alice', password: 'secret-pass-1', alias: 'front-desk' });
+      await apart();
       ids.alicia = await createOk({ username: 'alicia', password: 'secret-pass-1', alias: 'back_office' });
+      await apart();
       ids.bob = await createOk({ username: 'bob', password: 'secret-pass-1', application: Number(appId) });
+      await apart();
       ids.carol = await createOk({ username: 'carol', password: 'secret-pass-1', sub_account: sub.id });
     });
 
