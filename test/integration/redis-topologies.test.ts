@@ -38,7 +38,10 @@ describe('the server on a 3-master Redis Cluster', () => {
     const users: TestEndpoint[] = [];
     for (let d = 0; d < 30; d++) users.push(...endpoints(20, `acct${d}.sip.localhost`, `c${d}u`));
     await provision(new RedisCredentialStore(client), users);
-    const run = await runSipp({ scenario: 'register.xml', port: server.ports.udp as number, transport: 'udp', users, rate: 300, limit: 100 });
+    // 100/s: the point is the key layout on three masters, not throughput; at 300/s a suite
+    // sharing the two cores with Chromium and fleet tests once stalled the server past
+    // SIPp's 500 ms retransmission timer (9 of 600 failed on late 200s).
+    const run = await runSipp({ scenario: 'register.xml', port: server.ports.udp as number, transport: 'udp', users, rate: 100, limit: 100 });
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.successful).toBe(600);
     expect(run.failed).toBe(0);
