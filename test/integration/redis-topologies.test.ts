@@ -38,10 +38,12 @@ describe('the server on a 3-master Redis Cluster', () => {
     const users: TestEndpoint[] = [];
     for (let d = 0; d < 30; d++) users.push(...endpoints(20, `acct${d}.sip.localhost`, `c${d}u`));
     await provision(new RedisCredentialStore(client), users);
-    // 100/s: the point is the key layout on three masters, not throughput; at 300/s a suite
-    // sharing the two cores with Chromium and fleet tests once stalled the server past
-    // SIPp's 500 ms retransmission timer (9 of 600 failed on late 200s).
-    const run = await runSipp({ scenario: 'register.xml', port: server.ports.udp as number, transport: 'udp', users, rate: 100, limit: 100 });
+    // The point is the key layout on three masters, not latency: 100/s, and no SIPp
+    // retransmissions (-nr). In a full suite sharing two cores with Chromium and the fleet
+    // tests, some answers took over SIPp's 500 ms T1; the 200 to the retransmitted REGISTER
+    // then reached a SIPp call already done and SIPp counted it failed (9 and 13 of 600 in
+    // two runs). Latency under load is the benchmark's business (bench/, issue 16).
+    const run = await runSipp({ scenario: 'register.xml', port: server.ports.udp as number, transport: 'udp', users, rate: 100, limit: 100, extraArgs: ['-nr'] });
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.successful).toBe(600);
     expect(run.failed).toBe(0);
