@@ -109,10 +109,13 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
       clearTimeout(timer);
       const read = (f: string): string => (readdirSync(dir).includes(f) ? readFileSync(join(dir, f), 'utf8') : '');
       const stat = readStat(read('stat.csv'));
+      // One entry per timestamped line and what follows it (a quoted message spans lines,
+      // and SIPp may cut it short without its closing quote).
       const errors = read('errors.log')
-        .replace(/\S+\t\S+\t\S+: Overload warning: the (minor|major) watchdog timer \d+ms has been tripped \(\d+\), \d+ trips remaining\.\n?/g, '')
-        .replace(/\S+\t\S+\t\S+: Dead call \S+ \(successful\), received '[^']*'\n?/g, '')
         .replace(/^The following events occurred:\n?/, '')
+        .split(/\n(?=\d{4}-\d\d-\d\d\t)/)
+        .filter((entry) => !/^\S+\t\S+\t\S+: (Overload warning: the (minor|major) watchdog timer|Dead call \S+ \(successful\), received)/.test(entry))
+        .join('\n')
         .trim();
       const messages = read('messages.log');
       rmSync(dir, { recursive: true, force: true });
