@@ -44,6 +44,8 @@ import { CallTracker } from './proxy/call-tracker.js';
 import type { CallStore } from './store/calls/calls.js';
 import { MemoryCallStore } from './store/calls/memory.js';
 import { RedisCallStore } from './store/calls/redis.js';
+import { MemoryMediaSessionStore } from './store/media/memory.js';
+import { RedisMediaSessionStore } from './store/media/redis.js';
 import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
@@ -254,7 +256,18 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         })
       : null;
   if (rtpengine) metrics.attachMediaEngines(() => rtpengine.engines());
-  const mediaRelay = rtpengine && config.mediaRelay !== 'never' ? new MediaRelay({ client: rtpengine, mode: config.mediaRelay, log: mediaLog }) : undefined;
+  const mediaRelay =
+    rtpengine && config.mediaRelay !== 'never'
+      ? new MediaRelay({
+          client: rtpengine,
+          mode: config.mediaRelay,
+          // The call → engine mapping (docs/media.md "Calls"): in Redis, shared by the fleet.
+          sessions: redis ? new RedisMediaSessionStore(redis) : new MemoryMediaSessionStore(),
+          sessionTtlMs: config.maxCallDuration * 1000,
+          log: mediaLog,
+          onCall: (outcome) => metrics.mediaCall(outcome),
+        })
+      : undefined;
   const proxy = new SipProxy({
     media: mediaRelay,
     layer,

@@ -64,6 +64,7 @@ export class Metrics {
   private readonly unhandled: Counter;
   private readonly mediaRequests: Counter<'engine' | 'command' | 'outcome'>;
   private readonly mediaDuration: Histogram<'engine' | 'command'>;
+  private readonly mediaCalls: Counter<'outcome'>;
   private readonly eld: IntervalHistogram;
   private readonly busy = new LoopStallMonitor();
   /** Bounded: methods, statuses (100–699) and transports are finite sets. */
@@ -117,6 +118,12 @@ export class Metrics {
       help: 'Time from the first transmission of an rtpengine NG request to its reply or failure (retransmissions included)',
       labelNames: ['engine', 'command'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.mediaCalls = new Counter({
+      name: 'sip_media_calls_total',
+      help: 'Calls the media relay took (relayed), could not take but did not need (unrelayed), and refused for lack of an engine (failed, 503) or because the engine refused the SDP (refused, 488); docs/media.md',
+      labelNames: ['outcome'],
       registers,
     });
     this.unhandled = new Counter({ name: 'process_unhandled_rejections_total', help: 'Promise rejections nobody handled (should stay 0)', registers });
@@ -283,6 +290,11 @@ export class Metrics {
   mediaRequest(e: NgRequestEvent): void {
     this.mediaRequests.inc({ engine: e.engine, command: e.command, outcome: e.outcome });
     this.mediaDuration.observe({ engine: e.engine, command: e.command }, e.ms / 1000);
+  }
+
+  /** MediaRelay's onCall: what became of one call that wanted the relay. */
+  mediaCall(outcome: 'relayed' | 'unrelayed' | 'failed' | 'refused'): void {
+    this.mediaCalls.inc({ outcome });
   }
 
   /** `sip_media_engine_up{engine}`: 1 while the client counts the engine up (RtpengineClient.engines). */

@@ -23,7 +23,8 @@ import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tra
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
-import { isWebrtcLeg, MediaRelay } from './media-relay.js';
+import { isWebrtcLeg, MediaRelay, type DialogSdp } from './media-relay.js';
+import { RtpengineRejectedError } from '../media/rtpengine.js';
 import type { Gruus } from '../registrar/gruu.js';
 import { offersVideo } from './sdp.js';
 import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
@@ -212,15 +213,22 @@ export class SipProxy implements RequestProcessor {
       this.release(ctx.callId);
       // The call's end, whichever node the BYE reached (its flow token names the account).
       if (dest.callDomain && this.opts.calls) void this.opts.calls.bye(dest.callDomain, ctx.callId, tagOf(getHeader(req, 'from')));
-      // The media session ends with the dialog, on the engine the flow token names (any node).
-      if (dest.media && this.opts.media) this.opts.media.delete(ctx.callId, dest.media);
+      // The media session ends with the dialog: the node whose BYE takes the mapping deletes it
+      // (the flow token names the engine too, should the store not have it).
+      if (dest.media && this.opts.media) {
+        const relay = this.opts.media;
+        const engine = (await relay.session(ctx.callId, true))?.engine ?? dest.media;
+        relay.delete(ctx.callId, engine);
+      }
     }
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
+    const media = dest.media && (req.method === 'INVITE' || req.method === 'UPDATE') ? await this.dialogMedia(ctx, dest, dest.media, fwd) : null;
     const context = new ResponseContext({
       layer: this.opts.layer,
       log: this.log,
       server: tx,
+      transformUp: media ? (up) => media(up) : undefined,
       noAnswerMs: req.method === 'INVITE' ? TIMER_C_MS : undefined,
       flowFailure: { status: 430, reason: 'Flow Failed' },
     });
@@ -238,9 +246,85 @@ export class SipProxy implements RequestProcessor {
     }
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
+    if (dest.media && this.opts.media && hasSdp(req)) {
+      // The answer to a late offer (the 2xx offered): through the engine before it goes on.
+      void this.ackAnswer(ctx, dest, dest.media, fwd).then(() => this.forwardAck(ctx, fwd, dest));
+      return;
+    }
+    this.forwardAck(ctx, fwd, dest);
+  }
+
+  private forwardAck(ctx: IncomingRequest, fwd: SipRequest, dest: Destination): void {
     // §16.11: a stateless forward computes its branch from the request, so a retransmitted ACK gets the same one.
     const branch = 'z9hG4bK' + createHash('sha1').update(`${ctx.via.branch ?? ''}|${ctx.via.host}|${ctx.callId}`).digest('hex').slice(0, 20);
     this.opts.layer.forwardStateless(fwd, dest, branch);
+  }
+
+  /** Which side of a relayed dialog a message with From tag `from` comes from, and what each side speaks. */
+  private async dialogSides(ctx: IncomingRequest, dest: Destination, engine: string, sdp: string | null): Promise<{ engine: string; senderWebrtc: boolean; recipientWebrtc: boolean }> {
+    const s = await this.opts.media!.session(ctx.callId);
+    if (!s) {
+      // Not in the store (lapsed, or the store is away): the transports tell.
+      return { engine, senderWebrtc: isWebrtcLeg(ctx.flow.transport, sdp), recipientWebrtc: isWebrtcLeg(dest.transport, null) };
+    }
+    const fromCaller = tagOf(getHeader(ctx.req, 'from')) === s.fromTag;
+    return {
+      engine: s.engine,
+      senderWebrtc: fromCaller ? s.callerWebrtc : s.calleeWebrtc,
+      recipientWebrtc: fromCaller ? s.calleeWebrtc : s.callerWebrtc,
+    };
+  }
+
+  /**
+   * A re-INVITE or UPDATE of a relayed call: its offer through the call's engine
+   * (rewritten into `fwd`), and the rewrite of the response that answers it. Without
+   * SDP (a re-INVITE asking for an offer), the 2xx's SDP is the offer and the ACK
+   * answers it. Throws 488 when the engine refuses the SDP, 503 when it cannot be reached.
+   */
+  private async dialogMedia(ctx: IncomingRequest, dest: Destination, tokenEngine: string, fwd: SipRequest): Promise<(up: SipResponse) => Promise<void>> {
+    const relay = this.opts.media!;
+    const req = ctx.req;
+    const sdp = hasSdp(req) ? req.body.toString('utf8') : null;
+    const sides = await this.dialogSides(ctx, dest, tokenEngine, sdp);
+    const fromTag = tagOf(getHeader(req, 'from')) ?? '';
+    const to = toTag(req) ?? '';
+    const base = { callId: ctx.callId, engine: sides.engine };
+    if (sdp !== null) {
+      try {
+        fwd.body = Buffer.from(await relay.dialogOffer({ ...base, fromTag, toTag: to, sdp, towardsWebrtc: sides.recipientWebrtc }));
+      } catch (err) {
+        throw mediaError(err);
+      }
+    }
+    return async (up) => {
+      if (!hasSdp(up) || up.status < 180 || up.status >= 300) return;
+      const body = up.body.toString('utf8');
+      up.body = Buffer.from(
+        sdp !== null
+          ? await relay.dialogAnswer({ ...base, fromTag, toTag: to, sdp: body, towardsWebrtc: sides.senderWebrtc })
+          : await relay.dialogOffer({ ...base, fromTag: tagOf(getHeader(up, 'to')) ?? to, toTag: fromTag, sdp: body, towardsWebrtc: sides.senderWebrtc }),
+      );
+    };
+  }
+
+  /** An ACK with SDP answers the offer of a 2xx (late offer): through the call's engine, the offerer's tag first. */
+  private async ackAnswer(ctx: IncomingRequest, dest: Destination, tokenEngine: string, fwd: SipRequest): Promise<void> {
+    const sdp = ctx.req.body.toString('utf8');
+    try {
+      const sides = await this.dialogSides(ctx, dest, tokenEngine, sdp);
+      const m: DialogSdp = {
+        callId: ctx.callId,
+        engine: sides.engine,
+        fromTag: toTag(ctx.req) ?? '',
+        toTag: tagOf(getHeader(ctx.req, 'from')) ?? '',
+        sdp,
+        towardsWebrtc: sides.recipientWebrtc,
+      };
+      fwd.body = Buffer.from(await this.opts.media!.dialogAnswer(m));
+    } catch (err) {
+      // An ACK cannot be refused: it goes on as sent, and the media may not flow.
+      this.log.warn({ callId: ctx.callId, err: err instanceof Error ? err.message : String(err) }, 'media answer in ACK failed; ACK forwarded as sent');
+    }
   }
 
   onCancel(_ctx: IncomingRequest, tx: InviteServerTransaction): void {
@@ -341,14 +425,14 @@ export class SipProxy implements RequestProcessor {
     const media = req.method === 'INVITE' ? await this.offerMedia(ctx, legs) : null;
     if (media?.failed) {
       this.release(ctx.callId);
-      throw new SipError(503, 'Service Unavailable', 'MEDIA_UNAVAILABLE', [['Warning', `399 ${WARN_AGENT} "no media relay available"`]]);
+      throw media.failed;
     }
 
     const context = new ResponseContext({
       layer: this.opts.layer,
       log: this.log,
       server: tx,
-      transformUp: media?.engine ? (up, i) => this.answerMedia(ctx, media, up, i) : undefined,
+      transformUp: media?.engine ? (up, i) => this.answerMedia(ctx, media, legs, up, i) : undefined,
       noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
       // A binding whose connection closed an instant ago: not reachable, as if not registered.
       flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
@@ -373,9 +457,10 @@ export class SipProxy implements RequestProcessor {
     tx.onCancel = () => context.cancelByCaller();
     for (const [i, leg] of legs.entries()) {
       const fwd = cloneRequest(req);
-      if (media && media.sdp[i] === undefined) continue; // needed the relay, and no engine answered
+      if (media?.legs[i] === 'dropped') continue; // needed the relay, and no engine took it
+      const relayed = media?.legs[i] === 'relayed';
       const offered = media?.sdp[i];
-      if (offered !== undefined && offered !== null) fwd.body = Buffer.from(offered);
+      if (typeof offered === 'string') fwd.body = Buffer.from(offered);
       // §16.6 step 2: the Request-URI becomes the target (the Contact of the binding).
       fwd.uri = leg.uri;
       decrementMaxForwards(fwd);
@@ -387,7 +472,7 @@ export class SipProxy implements RequestProcessor {
       for (const [n, v] of extra) fwd.headers.push({ name: n, value: v });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
-      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, offered ? media?.engine : undefined);
+      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, relayed ? media?.engine : undefined);
       context.fork(fwd, leg.dest, loop);
     }
   }
@@ -408,52 +493,93 @@ export class SipProxy implements RequestProcessor {
 
   /**
    * The caller's SDP offer through rtpengine for each leg the relay takes (per
-   * MEDIA_RELAY): `sdp[i]` is what leg i gets (null: the SDP as sent). A leg that
-   * needs the relay (WebRTC on one side only) is dropped when no engine answers;
-   * `failed` when that leaves no leg. One engine for every branch of a call.
+   * MEDIA_RELAY): `sdp[i]` is what leg i gets. A leg that needs the relay (WebRTC on
+   * one side only) is dropped when no engine takes it; `failed` (503, or 488 when
+   * the engine refused the SDP) when that leaves no leg. One engine for every branch
+   * of a call. An INVITE without SDP (late offer) only picks the engine: the 2xx
+   * makes the offer, the ACK answers it.
    */
   private async offerMedia(ctx: IncomingRequest, legs: Array<{ dest: Destination }>): Promise<MediaPlan | null> {
     const relay = this.opts.media;
-    const type = (getHeader(ctx.req, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase();
-    if (!relay || type !== 'application/sdp' || ctx.req.body.length === 0) return null;
-    const sdp = ctx.req.body.toString('utf8');
+    if (!relay) return null;
+    const sdp = hasSdp(ctx.req) ? ctx.req.body.toString('utf8') : null;
     const callerWebrtc = isWebrtcLeg(ctx.flow.transport, sdp);
-    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, sdp: [], failed: false };
+    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], failed: null };
     let dropped = 0;
+    let refused: RtpengineRejectedError | null = null;
+    let tried = false;
     for (const [i, leg] of legs.entries()) {
       const calleeWebrtc = isWebrtcLeg(leg.dest.transport, null);
-      plan.sdp[i] = null;
+      plan.legs[i] = 'plain';
       if (!relay.relays(callerWebrtc, calleeWebrtc)) continue;
+      tried = true;
+      const needed = MediaRelay.needed(callerWebrtc, calleeWebrtc);
+      if (sdp === null) {
+        plan.engine ??= relay.choose() ?? undefined;
+        if (plan.engine) plan.legs[i] = 'relayed';
+        else if (needed) {
+          plan.legs[i] = 'dropped';
+          dropped++;
+        }
+        continue;
+      }
       try {
         const r = await relay.offer({ callId: ctx.callId, fromTag: plan.fromTag, branch: `b${i}`, sdp, calleeWebrtc, engine: plan.engine });
         plan.engine = r.engine;
         plan.sdp[i] = r.sdp;
+        plan.legs[i] = 'relayed';
       } catch (err) {
-        const needed = MediaRelay.needed(callerWebrtc, calleeWebrtc);
-        this.log.warn({ callId: ctx.callId, needed, err: err instanceof Error ? err.message : String(err) }, needed ? 'media relay failed: branch dropped' : 'media relay failed: branch not relayed');
-        if (needed) {
-          plan.sdp[i] = undefined;
+        // An engine that refuses the SDP refuses the call (488), needed or not: the SDP is the
+        // problem, and MEDIA_RELAY=always promises that no address goes through unrelayed.
+        // An engine that cannot be reached only stops the calls that need it.
+        const drop = needed || err instanceof RtpengineRejectedError;
+        if (err instanceof RtpengineRejectedError) refused = err;
+        this.log.warn({ callId: ctx.callId, needed, err: err instanceof Error ? err.message : String(err) }, drop ? 'media relay failed: branch dropped' : 'media relay failed: branch not relayed');
+        if (drop) {
+          plan.legs[i] = 'dropped';
           dropped++;
         }
       }
     }
-    plan.failed = dropped === legs.length;
+    if (dropped === legs.length) {
+      plan.failed = mediaError(refused ?? new Error('no engine'));
+      relay.counted(refused ? 'refused' : 'failed');
+    } else if (tried) relay.counted(plan.engine ? 'relayed' : 'unrelayed');
     return plan;
   }
 
-  /** A response with SDP on branch `i`: the callee's answer through the engine that took that branch's offer. */
-  private async answerMedia(ctx: IncomingRequest, plan: MediaPlan, up: SipResponse, i: number): Promise<void> {
+  /**
+   * A response with SDP on branch `i`: the callee's answer through the engine that
+   * took that branch's offer (or, for a late offer, the 2xx's offer). The 2xx that
+   * wins keeps its branch; the others' offers go, and the call's engine and sides
+   * are stored for the rest of the dialog (docs/media.md "Calls").
+   */
+  private async answerMedia(ctx: IncomingRequest, plan: MediaPlan, legs: Array<{ dest: Destination }>, up: SipResponse, i: number): Promise<void> {
     const relay = this.opts.media;
-    if (!relay || !plan.engine || typeof plan.sdp[i] !== 'string') return;
+    if (!relay || !plan.engine || plan.legs[i] !== 'relayed') return;
     const toTag = tagOf(getHeader(up, 'to'));
     if (!toTag) return;
-    up.body = Buffer.from(
-      await relay.answer({ callId: ctx.callId, fromTag: plan.fromTag, toTag, branch: `b${i}`, sdp: up.body.toString('utf8'), callerWebrtc: plan.callerWebrtc, engine: plan.engine }),
-    );
-    if (up.status >= 200 && up.status < 300 && plan.winner === undefined) {
-      // The branch that answered keeps the session; the other branches' offers go.
+    const final = up.status >= 200 && up.status < 300;
+    const body = up.body.toString('utf8');
+    if (plan.late) {
+      // Only the 2xx offers (an 18x's SDP would need PRACK, not supported by the edge).
+      if (!final) return;
+      up.body = Buffer.from(
+        await relay.dialogOffer({ callId: ctx.callId, engine: plan.engine, fromTag: toTag, toTag: plan.fromTag, sdp: body, towardsWebrtc: plan.callerWebrtc }),
+      );
+    } else {
+      up.body = Buffer.from(
+        await relay.answer({ callId: ctx.callId, fromTag: plan.fromTag, toTag, branch: `b${i}`, sdp: body, callerWebrtc: plan.callerWebrtc, engine: plan.engine }),
+      );
+    }
+    if (final && plan.winner === undefined) {
       plan.winner = i;
-      for (const [j, o] of plan.sdp.entries()) if (j !== i && typeof o === 'string') relay.delete(ctx.callId, plan.engine, `b${j}`, plan.fromTag);
+      // The branch that answered keeps the session; the other branches' offers go.
+      for (const [j, l] of plan.legs.entries()) if (j !== i && l === 'relayed' && !plan.late) relay.delete(ctx.callId, plan.engine, `b${j}`, plan.fromTag);
+      const dest = legs[i]?.dest;
+      const calleeWebrtc = isWebrtcLeg(dest?.transport ?? 'udp', body);
+      // Stored before the 2xx goes up, so the ACK and what follows find it on any node.
+      await relay.remember(ctx.callId, { engine: plan.engine, fromTag: plan.fromTag, callerWebrtc: plan.callerWebrtc, calleeWebrtc });
     }
   }
 
@@ -655,9 +781,28 @@ interface MediaPlan {
   engine: string | undefined;
   fromTag: string;
   callerWebrtc: boolean;
-  /** Per leg: the offer rewritten for it, null when not relayed, undefined when the leg was dropped. */
-  sdp: Array<string | null | undefined>;
-  failed: boolean;
+  /** The INVITE had no SDP: the 2xx offers, the ACK answers. */
+  late: boolean;
+  /** Per leg: relayed, sent as is, or dropped (it needed the relay and no engine took it). */
+  legs: Array<'relayed' | 'plain' | 'dropped'>;
+  /** Per relayed leg: the offer rewritten for it. */
+  sdp: Array<string | undefined>;
+  /** Why the call cannot proceed (every leg dropped): 503, or 488 when the engine refused the SDP. */
+  failed: SipError | null;
   /** The branch whose 2xx won. */
   winner?: number;
+}
+
+/** Whether a message carries an SDP body. */
+function hasSdp(m: SipRequest | SipResponse): boolean {
+  if (m.body.length === 0) return false;
+  return (getHeader(m, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase() === 'application/sdp';
+}
+
+/** The answer to a request whose media the relay could not take: 488 when the engine refused the SDP, else 503. */
+function mediaError(err: unknown): SipError {
+  if (err instanceof RtpengineRejectedError) {
+    return new SipError(488, 'Not Acceptable Here', 'MEDIA_REFUSED', [['Warning', `399 ${WARN_AGENT} "media relay refused the SDP"`]]);
+  }
+  return new SipError(503, 'Service Unavailable', 'MEDIA_UNAVAILABLE', [['Warning', `399 ${WARN_AGENT} "no media relay available"`]]);
 }

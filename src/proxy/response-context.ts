@@ -83,6 +83,8 @@ export class ResponseContext implements ClientTransactionUser {
   private cancelGuard: NodeJS.Timeout | null = null;
   private readonly isInvite: boolean;
   private rang = false;
+  /** A final response is on its way upstream (it may wait for a rewrite): no other is chosen. */
+  private finalChosen = false;
   private endedBy: 'caller-cancel' | 'no-answer' | undefined;
   /** Upstream sends waiting for a rewrite (transformUp), in order. */
   private upstream: Promise<void> = Promise.resolve();
@@ -166,8 +168,10 @@ export class ResponseContext implements ClientTransactionUser {
           // §16.7 step 10: cancel all pending branches once a 2xx has been forwarded.
           for (const other of this.branches) if (other !== b && other.final === null) this.cancelBranch(other, COMPLETED_ELSEWHERE);
         }
-      } else if (!server.finalSent) {
-        server.forward(up, serializeMessage(up));
+      } else if (!server.finalSent && !this.finalChosen) {
+        // Through sendUp: a 2xx to an UPDATE carries an SDP answer the media relay rewrites.
+        this.finalChosen = true;
+        this.sendUp(up, b, () => !server.finalSent);
         this.stopTimers();
         this.opts.events?.onFinal?.(s);
       }
@@ -258,8 +262,9 @@ export class ResponseContext implements ClientTransactionUser {
   /** Once every branch has a final outcome, the best one goes upstream (§16.7 step 6). */
   private maybeFinish(): void {
     const server = this.opts.server;
-    if (server.finalSent || this.answered) return;
+    if (server.finalSent || this.answered || this.finalChosen) return;
     if (this.branches.some((b) => b.final === null)) return;
+    this.finalChosen = true;
     this.stopTimers();
     const finals = this.branches.map((b) => b.final as BranchFinal);
     const best = finals[chooseBest(finals.map((f) => f.status))] ?? { status: 408, reason: 'Request Timeout', response: null };

@@ -210,10 +210,10 @@ export class TestUa {
    * once; resolves with the final response. A 200 to an INVITE is ACKed and
    * the call hung up (BYE along the Record-Route) unless `keep`.
    */
-  async call(method: 'INVITE' | 'MESSAGE' | 'OPTIONS', target: string, opts: { video?: boolean; keep?: boolean } = {}): Promise<SipResponse> {
+  async call(method: 'INVITE' | 'MESSAGE' | 'OPTIONS', target: string, opts: { video?: boolean; keep?: boolean; sdp?: string } = {}): Promise<SipResponse> {
     const callId = randomBytes(8).toString('hex');
     const tag = randomBytes(4).toString('hex');
-    const body = method === 'INVITE' ? sdp(this.port, opts.video ?? false) : method === 'MESSAGE' ? 'hello' : '';
+    const body = method === 'INVITE' ? (opts.sdp ?? sdp(this.port, opts.video ?? false)) : method === 'MESSAGE' ? 'hello' : '';
     const type = method === 'INVITE' ? 'application/sdp' : method === 'MESSAGE' ? 'text/plain' : null;
     const build = (cseq: number, auth: string | null): string =>
       [
