@@ -155,13 +155,16 @@ export class MediaRelay {
   }
 
   /**
-   * The call is over (BYE, a final failure, CANCEL) or one branch lost (`branch`):
-   * its session, or that branch's offer, is deleted. Best effort: rtpengine also
+   * The call is over (BYE, a final failure, CANCEL) or one branch lost (`branch`,
+   * with `toTag` when it had answered early): its session, or that branch's offer
+   * and early dialogue, is deleted. Best effort: rtpengine also
    * times out sessions that see no media.
    */
-  delete(callId: string, engine: string, branch?: string, fromTag?: string): void {
-    const params: { 'call-id': string; 'from-tag'?: string; 'via-branch'?: string } = { 'call-id': callId };
+  delete(callId: string, engine: string, branch?: string, fromTag?: string, toTag?: string): void {
+    const params: { 'call-id': string; 'from-tag'?: string; 'to-tag'?: string; 'via-branch'?: string } = { 'call-id': callId };
     if (fromTag) params['from-tag'] = fromTag;
+    // A branch that answered early (183 with SDP) has its own dialogue: only that one goes.
+    if (toTag) params['to-tag'] = toTag;
     if (branch) params['via-branch'] = branch;
     this.o.client.delete(params as Parameters<RtpengineClient['delete']>[0], engine).catch((err: unknown) => {
       // Already gone (deleted by another node, or timed out) is the state we want.

@@ -504,7 +504,7 @@ export class SipProxy implements RequestProcessor {
     if (!relay) return null;
     const sdp = hasSdp(ctx.req) ? ctx.req.body.toString('utf8') : null;
     const callerWebrtc = isWebrtcLeg(ctx.flow.transport, sdp);
-    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], failed: null };
+    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], failed: null };
     let dropped = 0;
     let refused: RtpengineRejectedError | null = null;
     let tried = false;
@@ -571,11 +571,12 @@ export class SipProxy implements RequestProcessor {
       up.body = Buffer.from(
         await relay.answer({ callId: ctx.callId, fromTag: plan.fromTag, toTag, branch: `b${i}`, sdp: body, callerWebrtc: plan.callerWebrtc, engine: plan.engine }),
       );
+      if (!final) plan.earlyTags[i] = toTag;
     }
     if (final && plan.winner === undefined) {
       plan.winner = i;
       // The branch that answered keeps the session; the other branches' offers go.
-      for (const [j, l] of plan.legs.entries()) if (j !== i && l === 'relayed' && !plan.late) relay.delete(ctx.callId, plan.engine, `b${j}`, plan.fromTag);
+      for (const [j, l] of plan.legs.entries()) if (j !== i && l === 'relayed' && !plan.late) relay.delete(ctx.callId, plan.engine, `b${j}`, plan.fromTag, plan.earlyTags[j]);
       const dest = legs[i]?.dest;
       const calleeWebrtc = isWebrtcLeg(dest?.transport ?? 'udp', body);
       // Stored before the 2xx goes up, so the ACK and what follows find it on any node.
@@ -787,6 +788,8 @@ interface MediaPlan {
   legs: Array<'relayed' | 'plain' | 'dropped'>;
   /** Per relayed leg: the offer rewritten for it. */
   sdp: Array<string | undefined>;
+  /** Per leg: the To tag of its early answer (18x with SDP), whose dialogue goes if the branch loses. */
+  earlyTags: Array<string | undefined>;
   /** Why the call cannot proceed (every leg dropped): 503, or 488 when the engine refused the SDP. */
   failed: SipError | null;
   /** The branch whose 2xx won. */

@@ -47,6 +47,9 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
   });
 
   const inRange = (p: number): boolean => p >= engine.portMin && p <= engine.portMax;
+  /** rtpengine deletes the edge made that succeeded (a branch's offer, or a whole call). */
+  const deletes = async (): Promise<number> =>
+    [...(await (await fetch(`${edge.base}/metrics`)).text()).matchAll(/sip_media_engine_requests_total\{engine="[^"]+",command="delete",outcome="ok"\} (\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
   const pair = async (): Promise<{ a: Endpoint; b: Endpoint }> => {
     n++;
     return { a: await edge.newEndpoint(account, `mcaller${n}`), b: await edge.newEndpoint(account, `mcallee${n}`) };
@@ -83,8 +86,6 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
     const callee = await edge.newEndpoint(account, `mfork${n}`);
     const caller = await edge.newEndpoint(account, `ringer${n}`); // a "ring…" caller only rings the SIP.js phone
     const port = edge.server.ports.udp as number;
-    const deletes = async (): Promise<number> =>
-      [...(await (await fetch(`${edge.base}/metrics`)).text()).matchAll(/sip_media_engine_requests_total\{engine="[^"]+",command="delete",outcome="ok"\} (\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
     const phone = startPhoneProcess(`ws://127.0.0.1:${edge.server.ports.ws}`, callee, { answer: true });
     try {
       await until('the WebSocket phone registered', () => (phone.events.some((e) => e.state === 'Registered') ? true : undefined), 10_000);
@@ -109,6 +110,55 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
     } finally {
       phone.child.kill('SIGKILL');
     }
+  }, 60_000);
+
+  it('183 early media on a branch that loses: the caller hears it through rtpengine, the 200 of the other branch is relayed, the caller's media then goes to the answering branch only and the losing branch is deleted', async () => {
+    n++;
+    const callee = await edge.newEndpoint(account, `mearly${n}`);
+    const caller = await edge.newEndpoint(account, `mearlycaller${n}`);
+    const port = edge.server.ports.udp as number;
+    const cid = cidStr();
+    const callId = cid.replace('%u', '1');
+    // Two devices of one user: one plays early media (183 with SDP) and is CANCELed, the other answers 1.5 s later.
+    const early = sipp({ scenario: 'call-uas-early-cancel.xml', port, transport: 'udp', endpoint: callee, cidStr: cid });
+    await edge.waitBindings(callee, 1);
+    const answering = sipp({ scenario: 'call-uas-answer.xml', port, transport: 'udp', endpoint: callee, cidStr: cid, pauseMs: 1500 });
+    await edge.waitBindings(callee, 2);
+    const before = await deletes();
+    const uacRun = sipp({ scenario: 'call-uac.xml', port, transport: 'udp', endpoint: caller, cidStr: cid, keys: { callee: callee.username }, pauseMs: 1500 });
+    // The answer deletes the early branch's offer; then, while the call is up, the caller's
+    // media goes to the answering branch only, and the early branch gets none.
+    await until('the losing branch deleted', async () => ((await deletes()) === before + 1 ? true : undefined), 10_000);
+    type Mono = { subscriptions: Array<{ tag: string }>; subscribers: Array<{ tag: string }> };
+    const monologues = (await probe.query({ 'call-id': callId }, engine.id)).reply.tags as unknown as Record<string, Mono>;
+    const [uac, uasEarly, uasAnswer] = await Promise.all([uacRun, early, answering]);
+    expect(uac.failed, uac.errors).toBe(0);
+    expect(uasEarly.failed, uasEarly.errors).toBe(0);
+    expect(uasAnswer.failed, uasAnswer.errors).toBe(0);
+    // The caller got the early media's SDP (183) and the answer (200), both naming rtpengine.
+    const e183 = audioPorts(uac.messages, /^SIP\/2\.0 183 /);
+    const a200 = audioPorts(uac.messages, /^SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/);
+    expect(e183.length).toBeGreaterThan(0);
+    expect(a200.length).toBeGreaterThan(0);
+    for (const p of [...e183, ...a200]) expect(inRange(p)).toBe(true);
+    // Each SIPp UAS has its own pid in its tag: the one that answered is on rtpengine, the early one is gone.
+    const tagOf = (messages: string, start: RegExp): string | undefined => {
+      for (const entry of messages.split(/-{20,}[^\n]*\n/)) {
+        const m = entry.replace(/^[^\n]*message (sent|received)[^\n]*\n\s*/, '');
+        if (start.test(m)) return /^To:[^\n]*;tag=([^;\s]+)/m.exec(m)?.[1];
+      }
+      return undefined;
+    };
+    const earlyTag = tagOf(uasEarly.messages, /^SIP\/2\.0 183 /);
+    const answerTag = tagOf(uasAnswer.messages, /^SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/);
+    expect(earlyTag).toBeDefined();
+    expect(answerTag).toBeDefined();
+    const callerTag = Object.keys(monologues).find((t) => t.includes('SIPpTag01'));
+    expect(callerTag).toBeDefined();
+    expect(monologues[callerTag!]!.subscribers.map((x) => x.tag)).toEqual([answerTag]);
+    expect(monologues[answerTag!]!.subscriptions.map((x) => x.tag)).toEqual([callerTag]);
+    expect(monologues[earlyTag!]?.subscriptions ?? []).toEqual([]);
+    await sessionGone(probe, engine.id, callId);
   }, 60_000);
 
   it('rtpengine stopped: plain calls go through unrelayed, a WebSocket callee fails fast with 503; relayed again once it is back', async () => {
