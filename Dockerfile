@@ -9,8 +9,9 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 FROM node:26-bookworm-slim
-# openssl makes the development certificate when TLS_CERT_FILE/TLS_KEY_FILE are not given.
-RUN apt-get update && apt-get install -y --no-install-recommends openssl ca-certificates && rm -rf /var/lib/apt/lists/*
+# openssl makes the development certificate when TLS_CERT_FILE/TLS_KEY_FILE are not given;
+# redis-server is the node's store process when SIP_WORKERS > 1 and no Redis is configured.
+RUN apt-get update && apt-get install -y --no-install-recommends openssl ca-certificates redis-server && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production SIP_HOST=:: HTTP_HOST=::
 COPY --from=build /app/node_modules ./node_modules

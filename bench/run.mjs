@@ -83,7 +83,7 @@ const list = (v) => String(v).split(',').map((s) => s.trim()).filter(Boolean);
 const opts = {
   parts: list(option('parts', 'ladder,api,profile,wss')),
   // Kamailio with db_redis first: its ladder is short (≈2,000/s) and must never be the one the budget cuts.
-  systems: list(option('systems', 'kamailio-redis,edge-redis,edge-memory,kamailio-memory')),
+  systems: list(option('systems', 'kamailio-redis,edge-redis,edge-memory,edge-memory-2w,kamailio-memory')),
   transports: list(option('transports', 'udp,tcp')),
   rates: list(option('rates', '1000,2000,3000,4000,5000,6000,8000,10000,12000,14000,16000,20000,24000')).map(Number),
   stepS: Number(option('step', '15')),
@@ -175,6 +175,8 @@ function versions() {
 const SYSTEMS = {
   'edge-redis': { kind: 'edge', store: 'redis', label: 'sip-edge, Redis store' },
   'edge-memory': { kind: 'edge', store: 'memory', label: 'sip-edge, embedded store' },
+  // SIP_WORKERS=2 with no Redis: the node's own store process (docs/workers.md); UDP only.
+  'edge-memory-2w': { kind: 'edge', store: 'memory', workers: '2', transports: ['udp'], label: 'sip-edge, embedded, SIP_WORKERS=2 (store process)' },
   'kamailio-memory': { kind: 'kamailio', variant: 'memory', label: 'Kamailio, usrloc db_mode 0 (memory)' },
   'kamailio-redis': { kind: 'kamailio', variant: 'redis', label: 'Kamailio, usrloc db_mode 1 → db_redis' },
 };
@@ -278,7 +280,7 @@ async function main() {
       log(`=== ${sys}: ${def.label}`);
       if (def.kind === 'edge') {
         if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
-        const env = def.store === 'redis' && opts.edgeWorkers ? { SIP_WORKERS: opts.edgeWorkers } : {};
+        const env = def.workers ? { SIP_WORKERS: def.workers } : def.store === 'redis' && opts.edgeWorkers ? { SIP_WORKERS: opts.edgeWorkers } : {};
         server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), env });
         account = await createAccount(server, sys);
         const t = Date.now();
@@ -299,14 +301,15 @@ async function main() {
       try {
         const files = writeInjection(join(tmp, 'inj'), sys, users, domain);
         if (wantLadder) {
-          results.sanity[sys] = await sanity({ sys, target, users, domain, tmp, transports: opts.transports });
+          const sysTransports = opts.transports.filter((t) => !def.transports || def.transports.includes(t));
+          results.sanity[sys] = await sanity({ sys, target, users, domain, tmp, transports: sysTransports });
           log(`${sys}: auth sanity ${JSON.stringify(results.sanity[sys])}`);
           if (!results.sanity[sys].ok) results.notes.push(`${sys}: authentication sanity check FAILED — its numbers are not trustworthy.`);
           results.ladders[sys] = {};
-          const remainingLadders = (systems.length - si) * opts.transports.length;
-          for (const transport of opts.transports) {
+          const remainingLadders = systems.slice(si).reduce((n, x) => n + opts.transports.filter((t) => !SYSTEMS[x].transports || SYSTEMS[x].transports.includes(t)).length, 0);
+          for (const transport of sysTransports) {
             const stepBudgetS = Math.max(30, ladderSecondsLeft() / Math.max(1, remainingLadders));
-            const laddersAfter = remainingLadders - 1 - opts.transports.indexOf(transport);
+            const laddersAfter = remainingLadders - 1 - sysTransports.indexOf(transport);
             const l = await ladder({ sys, target, files, transport, preload, redisPid: usesRedis ? redis.pid : null, stepBudgetS, tmp, laddersAfter });
             // p99 at half the top sustained rate, measured by its own step.
             if (def.kind === 'edge' && l.top > 0 && ladderSecondsLeft() > opts.stepS + 5) {

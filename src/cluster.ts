@@ -89,10 +89,17 @@ interface Slot {
  * issued by one worker is checked by another) and a development partner token.
  * Each worker gets its own NODE_ID, so flow-owned bindings name their process.
  */
-export function runPrimary(config: Readonly<Config>, log: Logger, onListening: (ports: PortsLine, workers: number) => void): void {
+export function runPrimary(
+  config: Readonly<Config>,
+  log: Logger,
+  onListening: (ports: PortsLine, workers: number) => void,
+  /** More environment for every worker (REDIS_SOCKET of the node's store process). */
+  extraEnv: Record<string, string> = {},
+): void {
   const env: Record<string, string> = {
     NONCE_SECRET: config.nonceSecret ?? randomBytes(32).toString('base64url'),
     SIP_EDGE_WORKER: '1',
+    ...extraEnv,
   };
   const dev = config.partners.find((p) => p.generated);
   if (dev) {

@@ -78,11 +78,21 @@ export interface Config {
   redisSentinels: Array<{ host: string; port: number }> | null;
   /** The master name the sentinels know (`REDIS_SENTINEL_NAME`). */
   redisSentinelName: string | null;
+  /** A Redis on a Unix socket (`REDIS_SOCKET`, an absolute path), instead of REDIS_URL. */
+  redisSocket: string | null;
   /**
-   * Processes sharing the listeners (node:cluster); more than 1 needs REDIS_URL.
+   * Processes sharing the listeners (node:cluster). Without a Redis, more than 1
+   * makes the node start its own store process (docs/workers.md "One store process").
    * `auto` = one per CPU. @default 1
    */
   workers: number;
+  /**
+   * SIP_WORKERS > 1 and no Redis configured: the primary runs a node-private
+   * `redis-server` on a Unix socket as the store of its workers (derived, not set).
+   */
+  storeProcess: boolean;
+  /** The redis-server binary of the store process (`REDIS_SERVER_BIN`). @default 'redis-server' */
+  redisServerBin: string;
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
   /** HMAC key for digest nonces; random per process when unset (nonces then do not survive a restart). */
@@ -222,6 +232,9 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   redisClusterNodes: null,
   redisSentinels: null,
   redisSentinelName: null,
+  redisSocket: null,
+  storeProcess: false,
+  redisServerBin: 'redis-server',
   workers: 1,
   tlsCertFile: null,
   tlsKeyFile: null,
@@ -287,6 +300,8 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['REDIS_CLUSTER_NODES', 'redisClusterNodes', redisUrlList],
   ['REDIS_SENTINELS', 'redisSentinels', hostPortList],
   ['REDIS_SENTINEL_NAME', 'redisSentinelName', optStr],
+  ['REDIS_SOCKET', 'redisSocket', socketPath],
+  ['REDIS_SERVER_BIN', 'redisServerBin', str],
   ['SIP_WORKERS', 'workers', workerCount],
   ['TLS_CERT_FILE', 'tlsCertFile', file],
   ['TLS_KEY_FILE', 'tlsKeyFile', file],
@@ -419,6 +434,12 @@ function redisUrl(v: string, name: string): string | null {
   const t = v.trim();
   if (t === '') return null;
   if (!/^rediss?:\/\//.test(t)) throw new ConfigError(`${name} must start with redis:// or rediss://`);
+  return t;
+}
+function socketPath(v: string, name: string): string | null {
+  const t = v.trim();
+  if (t === '') return null;
+  if (!t.startsWith('/')) throw new ConfigError(`${name} must be an absolute path to a Unix socket, got "${t}"`);
   return t;
 }
 function redisUrlList(v: string, name: string): string[] | null {
@@ -603,12 +624,11 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     );
   }
 
-  const ways = [cfg.redisUrl, cfg.redisClusterNodes, cfg.redisSentinels].filter((x) => x !== null).length;
-  if (ways > 1) throw new ConfigError('set one of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINELS, not several');
+  const ways = [cfg.redisUrl, cfg.redisClusterNodes, cfg.redisSentinels, cfg.redisSocket].filter((x) => x !== null).length;
+  if (ways > 1) throw new ConfigError('set one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS and REDIS_SOCKET, not several');
   if (cfg.redisSentinels && !cfg.redisSentinelName) throw new ConfigError('REDIS_SENTINELS needs REDIS_SENTINEL_NAME (the master name the sentinels watch)');
-  if (cfg.workers > 1 && ways === 0) {
-    throw new ConfigError('SIP_WORKERS > 1 needs REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS): the embedded store lives inside one process');
-  }
+  // Several workers and no Redis: the node's own store process (docs/workers.md "One store process").
+  cfg.storeProcess = cfg.workers > 1 && ways === 0;
   if (!explicit.has('mediaRelay')) cfg.mediaRelay = cfg.rtpengineNg ? 'bridge' : 'never';
   else if (cfg.mediaRelay !== 'never' && !cfg.rtpengineNg) {
     throw new ConfigError(`MEDIA_RELAY=${cfg.mediaRelay} needs RTPENGINE_NG (the rtpengine to relay through)`);
@@ -660,5 +680,6 @@ export function redisTarget(cfg: Readonly<Config>): RedisTarget | null {
   if (cfg.redisUrl) return { kind: 'url', url: cfg.redisUrl };
   if (cfg.redisClusterNodes) return { kind: 'cluster', nodes: cfg.redisClusterNodes };
   if (cfg.redisSentinels && cfg.redisSentinelName) return { kind: 'sentinel', sentinels: cfg.redisSentinels, name: cfg.redisSentinelName };
+  if (cfg.redisSocket) return { kind: 'socket', path: cfg.redisSocket };
   return null;
 }

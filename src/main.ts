@@ -5,6 +5,7 @@ import { createApp } from './app.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { isWorker, reportListening, runPrimary, type PortsLine } from './cluster.js';
+import { startStoreProcess } from './store/redis/store-process.js';
 
 /** Hard limit on graceful shutdown; the issue asks for an exit within 5 s of SIGTERM. */
 const SHUTDOWN_DEADLINE_MS = 4500;
@@ -23,10 +24,29 @@ async function main(): Promise<void> {
   }
   const log = createLogger(config.logLevel);
   if (config.workers > 1 && !isWorker()) {
-    runPrimary(config, log, (ports, workers) => {
-      logListening(config, log, ports, workers);
-      showDevPartner(config, ports.http);
-    });
+    // No Redis configured: the node's own store process, shared by its workers (docs/workers.md).
+    let storeEnv: Record<string, string> = {};
+    if (config.storeProcess) {
+      try {
+        const store = await startStoreProcess({ bin: config.redisServerBin, log });
+        storeEnv = { REDIS_SOCKET: store.socket };
+      } catch (e) {
+        if (e instanceof ConfigError) {
+          process.stderr.write(`sip-edge: configuration error: ${e.message}\n`);
+          process.exit(2);
+        }
+        throw e;
+      }
+    }
+    runPrimary(
+      config,
+      log,
+      (ports, workers) => {
+        logListening(config, log, ports, workers);
+        showDevPartner(config, ports.http);
+      },
+      storeEnv,
+    );
     return;
   }
   let app;

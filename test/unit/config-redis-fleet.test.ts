@@ -23,14 +23,25 @@ describe('Redis topology and fleet settings', () => {
   });
 
   it.each([
-    [{ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'redis://b:2' }, /one of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINELS/],
+    [{ REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'redis://b:2' }, /one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS and REDIS_SOCKET/],
+    [{ REDIS_URL: 'redis://a:1', REDIS_SOCKET: '/run/redis.sock' }, /not several/],
+    [{ REDIS_SOCKET: 'run/redis.sock' }, /REDIS_SOCKET must be an absolute path/],
     [{ REDIS_SENTINELS: 'a:1' }, /REDIS_SENTINELS needs REDIS_SENTINEL_NAME/],
     [{ REDIS_CLUSTER_NODES: 'redis://a' }, /REDIS_CLUSTER_NODES: each node must be redis:\/\/host:port/],
     [{ REDIS_SENTINELS: 'a:99999', REDIS_SENTINEL_NAME: 'x' }, /REDIS_SENTINELS: each sentinel must be host:port/],
-    [{ SIP_WORKERS: '2' }, /SIP_WORKERS > 1 needs REDIS_URL \(or REDIS_CLUSTER_NODES \/ REDIS_SENTINELS\)/],
   ])('refuses %j with a clear error', (env, re) => {
     expect(() => load(env)).toThrowError(ConfigError);
     expect(() => load(env)).toThrowError(re);
+  });
+
+  it('REDIS_SOCKET names a Redis on a Unix socket; SIP_WORKERS > 1 with no Redis asks for the store process', () => {
+    expect(redisTarget(load({ REDIS_SOCKET: '/run/redis/redis.sock' }))).toEqual({ kind: 'socket', path: '/run/redis/redis.sock' });
+    expect(load({ SIP_WORKERS: '2' }).storeProcess).toBe(true);
+    expect(load({ SIP_WORKERS: '2' }).redisServerBin).toBe('redis-server');
+    expect(load({ SIP_WORKERS: '2', REDIS_SERVER_BIN: '/opt/redis/bin/redis-server' }).redisServerBin).toBe('/opt/redis/bin/redis-server');
+    expect(load({ SIP_WORKERS: '2', REDIS_URL: 'redis://h:6379' }).storeProcess).toBe(false);
+    expect(load({ SIP_WORKERS: '2', REDIS_SOCKET: '/run/redis.sock' }).storeProcess).toBe(false);
+    expect(load({}).storeProcess).toBe(false);
   });
 
   it('a password in a cluster node URL never appears in the error', () => {

@@ -29,7 +29,9 @@ export type RedisTarget =
   /** Seed nodes of a Redis Cluster (`REDIS_CLUSTER_NODES=redis://h:p,…`); the rest is discovered. */
   | { kind: 'cluster'; nodes: string[] }
   /** Sentinels (`REDIS_SENTINELS=h:p,…`) and the master name they watch (`REDIS_SENTINEL_NAME`). */
-  | { kind: 'sentinel'; sentinels: Array<{ host: string; port: number }>; name: string };
+  | { kind: 'sentinel'; sentinels: Array<{ host: string; port: number }>; name: string }
+  /** A Redis on a Unix socket (`REDIS_SOCKET`; the node's own store process, docs/workers.md). */
+  | { kind: 'socket'; path: string };
 
 /**
  * The client for a target. `options` are per-connection options (timeouts,
@@ -40,6 +42,8 @@ export function createRedisClient(target: RedisTarget, options: RedisOptions): R
   switch (target.kind) {
     case 'url':
       return new Redis(target.url, options);
+    case 'socket':
+      return new Redis({ ...options, path: target.path });
     case 'sentinel':
       return new Redis({
         ...options,
