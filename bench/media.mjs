@@ -37,6 +37,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { decode } from '../dist/media/bencode.js';
 import { startRtpengine } from '../test/support/rtpengine.mjs';
 import { injection } from '../test/support/sipp-injection.mjs';
 import { createAccount, createEndpoints, startEdge } from './lib/edge.mjs';
@@ -109,6 +110,21 @@ async function rtpSessions(port) {
     n++;
   }
   return n;
+}
+
+/** rtpengine's own counters (NG `statistics`): sessions now, and managed / ended by delete / timed out / rejected since start. */
+async function rtpStats(port) {
+  const text = await ng(port, 'd7:command10:statisticse');
+  const st = decode(Buffer.from(text, 'latin1'), { strings: 'utf8' }).statistics;
+  const cur = st.currentstatistics;
+  const tot = st.totalstatistics;
+  return {
+    sessionsNow: cur.sessionsown + (cur.sessionsforeign ?? 0),
+    managed: tot.managedsessions,
+    deleted: tot.regularterminatedsessions,
+    timedOut: tot.timeoutsessions,
+    rejected: tot.rejectedsessions,
+  };
 }
 
 // ---------------------------------------------------------------- Kamailio
@@ -278,6 +294,7 @@ async function callStep(sys, rate, seconds, preload) {
   if (sys.rtp) {
     await sleep(500);
     res.rtpSessionsAfter = await rtpSessions(sys.rtp.ngPort);
+    res.rtpStats = await rtpStats(sys.rtp.ngPort);
   }
   return res;
 }
@@ -334,8 +351,17 @@ function report(results) {
     L.push(`- \`${name}\`: ${top ? `${top.rate}/s (achieved ${f1(top.achieved)}/s)` : 'none'}${stopped ? `; stopped at ${stopped.rate}/s (${stopped.failed} failed, ${f1(stopped.achieved)}/s achieved)` : '; never failed (the ladder ended)'}.`);
   }
   L.push('');
-  L.push('rtpengine sessions after each step (NG `list`): ' + (results.steps.every((r) => r.rtpSessionsAfter === undefined || r.rtpSessionsAfter === 0) ? '0 every time.' : 'NOT always 0, see the table.') +
-    ` After the whole run: ${Object.entries(results.rtpLeftAtEnd).map(([k, v]) => `${k} ${v}`).join(', ')}; NG deletes the proxies sent are in the JSON (edge: its metrics).`);
+  const calls = (n) => results.steps.filter((r) => r.system === n).reduce((a, r) => a + r.ok, 0);
+  L.push('rtpengine sessions 0.5 s after each step (NG `list`): ' +
+    (results.steps.every((r) => r.rtpSessionsAfter === undefined || r.rtpSessionsAfter === 0) ? '0 after every step.' : 'not always 0: see the table (a failed step leaves the sessions of calls the UAC gave up on; rtpengine times them out).'));
+  L.push('');
+  L.push('| rtpengine of | sessions at the end | managed since start | ended by delete | timed out | rejected | successful calls (incl. warm-up) |');
+  L.push('|---|---|---|---|---|---|---|');
+  for (const [n, st] of Object.entries(results.rtpStatsAtEnd)) {
+    L.push(`| ${n} | ${results.rtpLeftAtEnd[n]} (list) / ${st.sessionsNow} (statistics) | ${st.managed} | ${st.deleted} | ${st.timedOut} | ${st.rejected} | ${calls(n) + (results.warmupOk?.[n] ?? 0)} |`);
+  }
+  for (const [n, lines] of Object.entries(results.ngDeletes)) L.push('', `${n}'s NG requests (its \`sip_media_engine_requests_total\`): ${lines.join(', ')}.`);
+  L.push('');
   if (results.notes.length) {
     L.push('');
     for (const n of results.notes) L.push(`- ${n}`);
@@ -376,6 +402,7 @@ async function main() {
     fineClock: !!preload,
     steps: [],
     rtpLeftAtEnd: {},
+    rtpStatsAtEnd: {},
     ngDeletes: {},
     notes: [],
   };
@@ -412,6 +439,7 @@ async function main() {
       for (const sys of systems) {
         const w = await callStep(sys, 50, opts.warmup, preload);
         log(`${sys.name} warm-up: ${w.ok} ok, ${w.failed} failed`);
+        (results.warmupOk ??= {})[sys.name] = w.ok;
         if (w.failed) results.notes.push(`${sys.name}: ${w.failed} of ${w.planned} warm-up calls failed (50/s for ${opts.warmup} s).`);
       }
     }
@@ -445,6 +473,7 @@ async function main() {
     for (const sys of systems) {
       if (!sys.rtp) continue;
       results.rtpLeftAtEnd[sys.name] = await rtpSessions(sys.rtp.ngPort);
+      results.rtpStatsAtEnd[sys.name] = await rtpStats(sys.rtp.ngPort);
       if (sys.edge) {
         const m = await (await fetch(`${sys.edge.http}/metrics`)).text();
         results.ngDeletes[sys.name] = [...m.matchAll(/sip_media_engine_requests_total\{engine="[^"]+",command="(offer|answer|delete)",outcome="([a-z_]+)"\} (\d+)/g)].map((x) => `${x[1]} ${x[2]} ${x[3]}`);
