@@ -74,13 +74,19 @@ async function api(base, method, path, headers, body) {
   return json;
 }
 
-/** Create a customer account through the partner API: {authId, authToken, domain}. */
-export async function createAccount(edge, name = 'Bench') {
+/**
+ * Create a customer account through the partner API: {authId, authToken, domain}.
+ * `limits`: the account's {cpsLimit, concurrentCallsLimit} (the partner API's
+ * `cps_limit`/`concurrent_calls_limit`); absent, the edge's defaults (10 and 100).
+ */
+export async function createAccount(edge, name = 'Bench', limits = {}) {
   const a = await api(edge.http, 'POST', '/api/v1/partner/accounts', { 'x-auth-id': PARTNER_ID, 'x-auth-token': PARTNER_TOKEN }, {
     name,
     email: 'bench@example.com',
     password: 'bench-account-password',
     country: 'IN',
+    ...(limits.cpsLimit !== undefined ? { cps_limit: limits.cpsLimit } : {}),
+    ...(limits.concurrentCallsLimit !== undefined ? { concurrent_calls_limit: limits.concurrentCallsLimit } : {}),
   });
   return { authId: a.auth_id, authToken: a.auth_token, domain: a.sip_domain };
 }

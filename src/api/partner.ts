@@ -9,7 +9,8 @@
  *   operations in place of X-Auth-ID/X-Auth-Token.
  * - `GET /api/v1/partner/me`: the PartnerProfile.
  * - `POST /api/v1/partner/accounts`: a customer account; its auth_id and
- *   auth_token are returned once.
+ *   auth_token are returned once. Optional `cps_limit` and
+ *   `concurrent_calls_limit` (1..100000) set its limits; absent, the defaults.
  */
 import { randomBytes, scrypt as scryptCb } from 'node:crypto';
 import { promisify } from 'node:util';
@@ -26,6 +27,9 @@ const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: n
 export const DEFAULT_CPS_LIMIT = 10;
 /** Concurrent calls a new customer account may hold. @default 100 */
 export const DEFAULT_CONCURRENT_CALLS_LIMIT = 100;
+/** Bounds of `cps_limit` and `concurrent_calls_limit` a partner may give its customer. */
+export const ACCOUNT_LIMIT_MIN = 1;
+export const ACCOUNT_LIMIT_MAX = 100_000;
 
 const EMAIL_PATTERN = describedPattern('^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', 'must be an email address');
 const COUNTRY_PATTERN = describedPattern('^[A-Za-z]{2}$', 'must be a two-letter ISO 3166-1 country code');
@@ -49,8 +53,14 @@ const accountBody = {
     email: { type: 'string', maxLength: 254, pattern: EMAIL_PATTERN },
     password: { type: 'string', minLength: 8, maxLength: 128 },
     country: { type: 'string', pattern: COUNTRY_PATTERN },
+    // A reseller sets its customer's limits; absent: the defaults above.
+    cps_limit: { type: 'integer', minimum: ACCOUNT_LIMIT_MIN, maximum: ACCOUNT_LIMIT_MAX },
+    concurrent_calls_limit: { type: 'integer', minimum: ACCOUNT_LIMIT_MIN, maximum: ACCOUNT_LIMIT_MAX },
   },
 } as const;
+
+/** An integer field of the validated body, or `fallback` when absent. */
+const optInt = (o: Record<string, unknown>, k: string, fallback: number): number => (Number.isInteger(o[k]) ? (o[k] as number) : fallback);
 
 /** scrypt of a console password: `scrypt$<salt b64>$<key b64>` (N=16384, r=8, p=1). */
 async function hashPassword(password: string): Promise<string> {
@@ -134,8 +144,8 @@ export function registerPartnerRoutes(app: FastifyInstance, ctx: ApiContext): vo
             country: (optString(body, 'country') ?? '').toUpperCase(),
             accountType: 'PREPAID',
             enabled: true,
-            cpsLimit: DEFAULT_CPS_LIMIT,
-            concurrentCallsLimit: DEFAULT_CONCURRENT_CALLS_LIMIT,
+            cpsLimit: optInt(body, 'cps_limit', DEFAULT_CPS_LIMIT),
+            concurrentCallsLimit: optInt(body, 'concurrent_calls_limit', DEFAULT_CONCURRENT_CALLS_LIMIT),
             sipDomain: accountSipDomain(authId, ctx.config.sipDomain),
             partnerId: p.partner.id,
             createdAt: now,

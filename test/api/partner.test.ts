@@ -128,6 +128,36 @@ describe.each(STORE_KINDS)('partner API, Account resource and probes (%s store)'
       expectBadRequest(r.body, ['name', 'email', 'password', 'country']);
     });
 
+    it('cps_limit and concurrent_calls_limit: optional, set by the partner, defaults 10 and 100, integers 1..100000', async () => {
+      const base = { name: 'Limits', email: 'limits@example.test', password: 'console-password', country: 'IN' };
+      const dflt = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body: base });
+      expect(dflt.status).toBe(201);
+      expect(dflt.json).toMatchObject({ cps_limit: 10, concurrent_calls_limit: 100 });
+
+      const set = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body: { ...base, cps_limit: 2500, concurrent_calls_limit: 100000 } });
+      expect(set.status).toBe(201);
+      expect(set.json).toMatchObject({ cps_limit: 2500, concurrent_calls_limit: 100000 });
+      // Stored: the account reads them back.
+      const creds = { id: String(set.json.auth_id), token: String(set.json.auth_token) };
+      const acct = await h.request('GET', `/api/v1/Account/${creds.id}/`, { auth: creds });
+      expect(acct.json).toMatchObject({ cps_limit: 2500, concurrent_calls_limit: 100000 });
+
+      const one = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body: { ...base, cps_limit: 1, concurrent_calls_limit: 1 } });
+      expect(one.status).toBe(201);
+      expect(one.json).toMatchObject({ cps_limit: 1, concurrent_calls_limit: 1 });
+
+      for (const [cps, cc] of [
+        [0, 100001],
+        [1.5, '50'],
+        [-1, null],
+        ['10', 0],
+      ] as const) {
+        const bad = await h.request('POST', '/api/v1/partner/accounts', { auth: partnerAuth, body: { ...base, cps_limit: cps, concurrent_calls_limit: cc } });
+        expect(bad.status, `${String(cps)} / ${String(cc)}`).toBe(400);
+        expectBadRequest(bad.body, ['cps_limit', 'concurrent_calls_limit']);
+      }
+    });
+
     it('answers 403 when the partner may not create accounts', async () => {
       const r = await h.request('POST', '/api/v1/partner/accounts', {
         auth: { id: LIMITED_PARTNER.authId, token: LIMITED_PARTNER.authToken },
