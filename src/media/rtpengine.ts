@@ -69,7 +69,7 @@ export class RtpengineTimeoutError extends RtpengineError {
   }
 }
 
-/** No engine could take the request: all down (or draining), or the pinned engine is down or unknown. */
+/** No engine could take the request: all down (or draining), or the pinned engine is unknown. */
 export class RtpengineUnavailableError extends RtpengineError {
   constructor(message: string, engine: string | null, command: string, options?: { cause?: unknown }) {
     super(message, 'RTPENGINE_UNAVAILABLE', engine, command, options);
@@ -345,8 +345,13 @@ export class RtpengineClient {
     if (engine !== undefined) {
       const e = this.byId.get(engine);
       if (e === undefined) throw new RtpengineUnavailableError(`rtpengine ${engine} is not configured`, engine, name);
-      if (!e.up) throw new RtpengineUnavailableError(`rtpengine ${engine} is down`, engine, name);
-      return result(e, await this.request(e, name, params, this.retries));
+      // Taken out means no NEW calls. The calls it holds live only there, so their commands
+      // (answer, delete, query) still go to it — one transmission while it is out, so a dead
+      // engine costs one timeout — and an answer puts it back at once.
+      const wasUp = e.up;
+      const reply = await this.request(e, name, params, wasUp ? this.retries : 0);
+      if (!e.up) this.markUp(e, `${name} answered`);
+      return result(e, reply);
     }
     const tried = new Set<Engine>();
     let last: unknown = null;

@@ -112,7 +112,7 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
     }
   }, 60_000);
 
-  it('183 early media on a branch that loses: the caller hears it through rtpengine, the 200 of the other branch is relayed, the caller's media then goes to the answering branch only and the losing branch is deleted', async () => {
+  it('183 early media on a branch that loses: the caller hears it through rtpengine, the 200 of the other branch is relayed, then the caller media goes to the answering branch only and the losing branch is deleted', async () => {
     n++;
     const callee = await edge.newEndpoint(account, `mearly${n}`);
     const caller = await edge.newEndpoint(account, `mearlycaller${n}`);
