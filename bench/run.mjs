@@ -101,6 +101,9 @@ const opts = {
   users: Number(option('users', '10000')),
   nice: Number(option('nice', '-10')),
   edgeWorkers: option('edge-workers', '2'),
+  // The edge runs on the current LTS (the Docker image's Node 26: a SO_REUSEPORT UDP socket per
+  // worker) when test/setup.sh installed it; else on the Node running the bench.
+  node: option('node', process.env.SIP_EDGE_LTS_NODE ?? (existsSync(join(ROOT, 'test/.tmp/node-lts/bin/node')) ? join(ROOT, 'test/.tmp/node-lts/bin/node') : process.execPath)),
   // Kamailio's UDP/TCP children: in memory as many as cores (the stronger configuration on
   // 2 cores, issue 16); with db_redis more, since each child waits for Redis synchronously.
   kamailioChildren: Number(option('kamailio-children', '2')),
@@ -143,7 +146,13 @@ function versions() {
     }
   };
   return {
-    node: process.version,
+    node: (() => {
+      try {
+        return `${execFileSync(opts.node, ['--version']).toString().trim()} (edge), ${process.version} (harness)`;
+      } catch {
+        return process.version;
+      }
+    })(),
     kamailio: v('kamailio', ['-v'], /version:\s*kamailio\s+(\S+)/),
     sipp: v('sipp', ['-v'], /SIPp\s+(v?[\d.]+)/),
     redis: v('redis-server', ['--version'], /v=(\S+)/),
@@ -281,7 +290,7 @@ async function main() {
       if (def.kind === 'edge') {
         if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
         const env = def.workers ? { SIP_WORKERS: def.workers } : def.store === 'redis' && opts.edgeWorkers ? { SIP_WORKERS: opts.edgeWorkers } : {};
-        server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), env });
+        server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), env, node: opts.node });
         account = await createAccount(server, sys);
         const t = Date.now();
         endpointIds = await createEndpoints(server, account, users, 16);
@@ -342,7 +351,7 @@ async function main() {
       const name = `edge-${stamp}.cpuprofile`;
       if (!edgeRedisAccount) await redisPipeline(redis.port, 0, [['FLUSHDB']]);
       // One process (SIP_WORKERS=1): one profile of the whole hot path.
-      const edge = await startEdge({ root: ROOT, tmp, name: 'edge-profile', store: 'redis', redisUrl: redis.url(0), env: { SIP_WORKERS: '1' }, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
+      const edge = await startEdge({ root: ROOT, tmp, name: 'edge-profile', store: 'redis', redisUrl: redis.url(0), env: { SIP_WORKERS: '1' }, node: opts.node, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
       try {
         let account = edgeRedisAccount?.account;
         if (!account) {
