@@ -13,10 +13,18 @@ import { fuzzParser } from './lib/parser-fuzz.mjs';
 import { fuzzServer } from './lib/server-fuzz.mjs';
 import { provisionEndpoint } from './lib/registrar-fuzz.mjs';
 import { FUZZ_PARTNER, ROOT, scrape, startFuzzServer } from './lib/server.mjs';
+import type { Ports } from '../support/edge-process.mjs';
 
 const SERVER_MESSAGES = Number(process.env.FUZZ_MESSAGES ?? 45_000);
 const PARSER_MESSAGES = Number(process.env.FUZZ_PARSER_MESSAGES ?? 60_000);
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 100_000);
+
+/** The listeners the fuzzer drives: all on (startFuzzServer switches only TLS and WSS off). */
+function fuzzedPorts(p: Ports): { udp: number; tcp: number; ws: number; http: number } {
+  const { udp, tcp, ws, http } = p;
+  if (udp === null || tcp === null || ws === null || http === null) throw new Error(`fuzz server without a UDP, TCP, WS or HTTP listener: ${JSON.stringify(p)}`);
+  return { udp, tcp, ws, http };
+}
 
 describe(`mutation fuzzing from the corpus (seed ${SEED})`, () => {
   const corpus = loadCorpus();
@@ -39,15 +47,16 @@ describe(`mutation fuzzing from the corpus (seed ${SEED})`, () => {
 
   it(`sends ${SERVER_MESSAGES.toLocaleString('en')} mutated messages to the server over UDP, TCP and WS: it answers every probe, never crashes, logs no error, rejects nothing unhandled, never stalls 50 ms, stays bounded in memory`, async () => {
     const alive = (): boolean => server.child.exitCode === null && server.child.signalCode === null;
-    const authenticated = await provisionEndpoint(server.ports.http, FUZZ_PARTNER);
-    const stats = await fuzzServer({ ports: server.ports, messages: messages(SEED + 1, corpus), count: SERVER_MESSAGES, alive, sampleEvery: 40, authenticated });
+    const ports = fuzzedPorts(server.ports);
+    const authenticated = await provisionEndpoint(ports.http, FUZZ_PARTNER);
+    const stats = await fuzzServer({ ports, messages: messages(SEED + 1, corpus), count: SERVER_MESSAGES, alive, sampleEvery: 40, authenticated });
     expect(alive()).toBe(true);
     expect(stats.sent.udp + stats.sent.tcp + stats.sent.ws).toBe(SERVER_MESSAGES);
     expect(stats.probeRounds).toBeGreaterThan(SERVER_MESSAGES / 400);
     // Error-level lines include 'request handler failed' (an unexpected exception → 500);
     // a 500 by design (RFC 3261 §10.3 step 7, out-of-order CSeq) logs nothing.
     expect(server.problems).toEqual([]);
-    const m = await scrape(server.ports.http);
+    const m = await scrape(ports.http);
     expect(m.process_unhandled_rejections_total).toBe(0);
     // A fifth of the messages passed digest auth with hostile headers and reached the store.
     expect(stats.authenticated).toBeGreaterThan(SERVER_MESSAGES / 10);

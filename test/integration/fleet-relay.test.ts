@@ -360,7 +360,7 @@ describe('a fleet of three nodes (127.0.0.2-4, SIP_WORKERS=2 each, one Redis, LT
       desks.push({ e, ua });
     }
     // Two SIP.js phones on node .2: each sends 10 MESSAGEs to a UDP phone on another node.
-    const browsers = [];
+    const browsers: Array<{ e: Endpoint; p: PhoneProcess }> = [];
     for (let k = 0; k < 2; k++) {
       const e = await n2.newEndpoint(a, `sjs${k}`);
       const p = startPhoneProcess(`ws://${HOSTS[0]}:${n2.server.ports.ws}`, e, { messageTo: `sip:${desks[k]!.e.username}@${a.sipDomain}`, messageCount: 10 });

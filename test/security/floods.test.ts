@@ -22,8 +22,11 @@ const MAX_TRANSACTIONS = 1000;
 /** A TCP (or TLS) connection from `from`; resolves once connected. */
 function connect(port: number, from: string, useTls = false): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
+    // tls.connect() takes any socket.connect() option too (Node docs); @types/node's
+    // tls.ConnectionOptions lacks localAddress, so the options are typed as both.
+    const tlsOptions: tls.ConnectionOptions & Pick<net.TcpNetConnectOpts, 'localAddress'> = { host: '127.0.0.1', port, localAddress: from, rejectUnauthorized: false };
     const s = useTls
-      ? tls.connect({ host: '127.0.0.1', port, localAddress: from, rejectUnauthorized: false }, () => resolve(s))
+      ? tls.connect(tlsOptions, () => resolve(s))
       : net.connect({ host: '127.0.0.1', port, localAddress: from }, () => resolve(s));
     s.once('error', reject);
   });
