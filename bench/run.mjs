@@ -101,6 +101,10 @@ const opts = {
   users: Number(option('users', '10000')),
   nice: Number(option('nice', '-10')),
   edgeWorkers: option('edge-workers', '2'),
+  // call: each SIPp call from its own UDP source port, as from many phones (SO_REUSEPORT spreads
+  // sources over the workers; with one socket per SIPp both SIPps may hash to one worker);
+  // process: one UDP socket per SIPp process (`-t u1`). The same for every server.
+  sources: option('sources', 'call'),
   // The edge runs on the current LTS (the Docker image's Node 26: a SO_REUSEPORT UDP socket per
   // worker) when test/setup.sh installed it; else on the Node running the bench.
   node: option('node', process.env.SIP_EDGE_LTS_NODE ?? (existsSync(join(ROOT, 'test/.tmp/node-lts/bin/node')) ? join(ROOT, 'test/.tmp/node-lts/bin/node') : process.execPath)),
@@ -190,6 +194,9 @@ const SYSTEMS = {
   'kamailio-redis': { kind: 'kamailio', variant: 'redis', label: 'Kamailio, usrloc db_mode 1 → db_redis' },
 };
 
+/** SIPp's -t for a step: per-call UDP sockets (`un`) unless --sources=process. */
+const sippTransportOf = (transport) => (transport === 'udp' && opts.sources === 'call' ? 'un' : undefined);
+
 /** Seconds left for the ladders, leaving room for the parts still to come. */
 function ladderSecondsLeft() {
   let reserve = 20;
@@ -210,7 +217,7 @@ async function ladder({ sys, target, files, transport, preload, redisPid, stepBu
   const extraPids = redisPid ? [redisPid] : [];
   // Warm-up: every user registered once (JIT, caches, first inserts); not reported.
   if (opts.warmS > 0) {
-    await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate: 2000, seconds: opts.warmS, files, preload, extraPids });
+    await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-warm`), target, transport, rate: 2000, seconds: opts.warmS, files, preload, extraPids, sippTransport: sippTransportOf(transport) });
   }
   for (let i = 0; i < opts.rates.length; i++) {
     const rate = opts.rates[i];
@@ -219,7 +226,7 @@ async function ladder({ sys, target, files, transport, preload, redisPid, stepBu
       log(`${sys}/${transport}: out of time budget; ladder stops before ${rate}/s`);
       break;
     }
-    const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-${rate}`), target, transport, rate, seconds: stepS(), files, preload, extraPids });
+    const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-${rate}`), target, transport, rate, seconds: stepS(), files, preload, extraPids, sippTransport: sippTransportOf(transport) });
     steps.push(r);
     log(
       `${sys}/${transport} ${rate}/s: achieved ${r.achieved.toFixed(0)}/s ok ${r.ok}/${r.planned} failed ${r.failed} retrans ${r.retrans}` +
@@ -324,7 +331,7 @@ async function main() {
             if (def.kind === 'edge' && l.top > 0 && ladderSecondsLeft() > opts.stepS + 5) {
               const half = Math.round(l.top / 2);
               l.halfSettledS = await settle(target);
-              l.half = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-half`), target, transport, rate: half, seconds: opts.stepS, files, preload, extraPids: usesRedis ? [redis.pid] : [] });
+              l.half = await runStep({ root: ROOT, dir: join(tmp, 'steps', `${sys}-${transport}-half`), target, transport, rate: half, seconds: opts.stepS, files, preload, extraPids: usesRedis ? [redis.pid] : [], sippTransport: sippTransportOf(transport) });
               log(`${sys}/${transport} half rate ${half}/s: p50 ${l.half.p50.toFixed(2)} p99 ${l.half.p99.toFixed(2)} ms, ${l.half.sustained ? 'sustained' : 'NOT sustained'}`);
             }
             results.ladders[sys][transport] = l;
@@ -363,8 +370,8 @@ async function main() {
         const top = results.ladders['edge-redis']?.udp?.top || 4000;
         // At the top sustained rate and one step above: what saturates.
         const rate = opts.rates.find((r) => r > top) ?? top;
-        await runStep({ root: ROOT, dir: join(tmp, 'steps', 'profile-warm'), target, transport: 'udp', rate: 2000, seconds: 3, files, preload });
-        const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', 'profile'), target, transport: 'udp', rate, seconds: opts.profileS, files, preload, extraPids: [redis.pid] });
+        await runStep({ root: ROOT, dir: join(tmp, 'steps', 'profile-warm'), target, transport: 'udp', rate: 2000, seconds: 3, files, preload, sippTransport: sippTransportOf('udp') });
+        const r = await runStep({ root: ROOT, dir: join(tmp, 'steps', 'profile'), target, transport: 'udp', rate, seconds: opts.profileS, files, preload, extraPids: [redis.pid], sippTransport: sippTransportOf('udp') });
         log(`profile step ${rate}/s: achieved ${r.achieved.toFixed(0)}/s, server CPU ${r.serverCpu.toFixed(0)}%`);
         results.profileStep = r;
       } finally {

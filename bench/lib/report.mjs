@@ -318,7 +318,8 @@ export function renderReport(r) {
   out.push(
     '- SIPp scenario `bench/sipp/register.xml`: REGISTER, 401, REGISTER with MD5 digest (User-Agent `SIPp-bench`, so the edge ' +
       'offers MD5 alone), 200; response-time timer over the whole exchange. 10,000 endpoints split into two injection files, one per SIPp ' +
-      'process (`-t u1` / `-t t1`: one socket or connection each), Expires 3600, a fixed Contact per user so steps refresh bindings.',
+      `process (${r.opts.sources === 'process' ? '`-t u1`: one UDP socket each' : '`-t un`: each UDP call from its own source port, as from many phones'}; ` +
+      '`-t t1`: one TCP connection each), Expires 3600, a fixed Contact per user so steps refresh bindings.',
   );
   out.push(
     `- Every system first gets a ${r.opts.warmS} s warm-up at 2,000/s (not reported); the ladder stops at the first step that is not ` +
