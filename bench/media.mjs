@@ -41,6 +41,7 @@ import { decode } from '../dist/media/bencode.js';
 import { startRtpengine } from '../test/support/rtpengine.mjs';
 import { injection } from '../test/support/sipp-injection.mjs';
 import { createAccount, createEndpoints, startEdge } from './lib/edge.mjs';
+import { optionsPing } from './lib/kamailio.mjs';
 import { buildFineClock, percentile } from './lib/sipp.mjs';
 import { childrenCpuMeter, cpuMeter, freePort, have, machineCpuMeter, setNiceness, sleep, start, stop, waitFor } from './lib/proc.mjs';
 
@@ -129,28 +130,6 @@ async function rtpStats(port) {
 
 // ---------------------------------------------------------------- Kamailio
 
-function optionsPing(port) {
-  return new Promise((resolve) => {
-    const s = createSocket('udp4');
-    const done = (v) => {
-      clearTimeout(t);
-      s.close();
-      resolve(v);
-    };
-    const t = setTimeout(() => done(false), 500);
-    s.on('message', (m) => done(m.toString().startsWith('SIP/2.0 200')));
-    s.on('error', () => done(false));
-    s.bind(0, '127.0.0.1', () => {
-      const lp = s.address().port;
-      s.send(
-        `OPTIONS sip:127.0.0.1:${port} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:${lp};branch=z9hG4bK${Date.now()}${Math.random().toString(36).slice(2)};rport\r\n` +
-          `Max-Forwards: 70\r\nFrom: <sip:ping@127.0.0.1>;tag=p\r\nTo: <sip:ping@127.0.0.1>\r\nCall-ID: ping-${Date.now()}-${Math.random()}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n`,
-        port,
-        '127.0.0.1',
-      );
-    });
-  });
-}
 
 async function startKamailioMedia(rtpNgPort) {
   const dir = join(TMP, 'kamailio');
@@ -167,7 +146,7 @@ async function startKamailioMedia(rtpNgPort) {
   await waitFor(
     async () => {
       if (child.exitCode !== null) throw new Error(`kamailio exited (${child.exitCode}); see ${logFile}:\n${readFileSync(logFile, 'utf8').slice(-3000)}`);
-      return optionsPing(port);
+      return optionsPing(port, `sip:127.0.0.1:${port}`);
     },
     30000,
     'kamailio to answer OPTIONS',

@@ -8,8 +8,8 @@ import { redisPipeline } from './redis.mjs';
 
 const md5 = (s) => createHash('md5').update(s).digest('hex');
 
-/** One OPTIONS over UDP; resolves true when any 200 comes back within 500 ms. */
-function optionsPing(port) {
+/** One OPTIONS over UDP to `uri`; resolves true when any 200 comes back within 500 ms. */
+export function optionsPing(port, uri = `sip:ping@127.0.0.1:${port}`) {
   return new Promise((resolve) => {
     const s = createSocket('udp4');
     const done = (v) => {
@@ -23,7 +23,7 @@ function optionsPing(port) {
     s.bind(0, '127.0.0.1', () => {
       const lp = s.address().port;
       const msg =
-        `OPTIONS sip:ping@127.0.0.1:${port} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:${lp};branch=z9hG4bK${Date.now()}${Math.random().toString(36).slice(2)};rport\r\n` +
+        `OPTIONS ${uri} SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:${lp};branch=z9hG4bK${Date.now()}${Math.random().toString(36).slice(2)};rport\r\n` +
         `Max-Forwards: 70\r\nFrom: <sip:ping@127.0.0.1>;tag=p\r\nTo: <sip:ping@127.0.0.1>\r\nCall-ID: ping-${Date.now()}-${Math.random()}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n`;
       s.send(msg, port, '127.0.0.1');
     });
