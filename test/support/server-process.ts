@@ -1,16 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { MAIN, ROOT, spawnEdge } from './edge-process.mjs';
+import { MAIN, ROOT, spawnEdge, type Ports } from './edge-process.mjs';
 
-export { ROOT };
-
-export interface Ports {
-  udp: number | null;
-  tcp: number | null;
-  tls: number | null;
-  ws: number | null;
-  wss: number | null;
-  http: number | null;
-}
+export { ROOT, type Ports };
 
 export interface ServerProcess {
   pid: number;
