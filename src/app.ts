@@ -110,9 +110,11 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       ...REDIS_STORE_CLIENT_OPTIONS,
       // Fail fast while Redis is away (REGISTER answers 503) and reconnect quickly when it is back.
       enableOfflineQueue: false,
-      // Commands issued in the same tick share one socket write: under load, one
-      // write per REGISTER script was 13% of CPU (profile of the UDP ladder).
-      enableAutoPipelining: true,
+      // Commands issued in the same turn of the event loop share one socket write:
+      // under load, one write per REGISTER script was 13% of CPU (profile of the UDP
+      // ladder). A single server or Sentinel master gets it from coalesceWrites (a
+      // corked socket, store/redis/client.ts), a Cluster from ioredis auto-pipelining.
+      enableAutoPipelining: target.kind === 'cluster',
       retryStrategy: (times) => Math.min(200 + times * 100, 1000),
       connectionName: `sip-edge:${processId}`,
     });

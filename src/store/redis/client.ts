@@ -81,6 +81,32 @@ export function redisMasters(client: RedisClient): Redis[] {
   return client instanceof Cluster ? client.nodes('master') : [client];
 }
 
+/** Streams corked by {@link coalesceWrites} until the next check phase. */
+const corked = new WeakSet<object>();
+
+/**
+ * The commands a single-server (or Sentinel) client sends until the event loop's
+ * check phase leave in one socket write: the connection is corked now and uncorked
+ * by a setImmediate, so every REGISTER taken from one batch of datagrams (libuv
+ * reads up to 32 per wake-up) shares a write. This replaces ioredis auto-pipelining
+ * there, which did the same through a Pipeline object, its promise and a
+ * nextTick per reply, and held new commands while a batch was in flight: at one
+ * command per wake-up (low rates) that machinery cost more than the write it
+ * saved (bench/results/2026-11-25-hotpath-cpu.md). A Cluster keeps auto-pipelining
+ * (commands go to several node connections).
+ */
+export function coalesceWrites(client: RedisClient): void {
+  if (!(client instanceof Redis) || client.status !== 'ready') return;
+  const stream = client.stream;
+  if (!stream || corked.has(stream)) return;
+  corked.add(stream);
+  stream.cork();
+  setImmediate(() => {
+    corked.delete(stream);
+    stream.uncork();
+  });
+}
+
 /** Whether the client can take commands now (readiness, fail-fast paths). */
 export function redisReady(client: RedisClient): boolean {
   return client.status === 'ready';
