@@ -406,7 +406,17 @@ async function main() {
   log(`wrote ${base}.md and .json in ${elapsed().toFixed(0)} s`);
 }
 
-main().catch((e) => {
+// --report=<results .json>: render that run's Markdown again (after a change to the report), nothing else.
+const again = process.argv.find((a) => a.startsWith('--report='))?.slice('--report='.length);
+const run = again
+  ? async () => {
+      const r = JSON.parse(readFileSync(again, 'utf8'));
+      const md = renderReport(r);
+      writeFileSync(again.replace(/\.json$/, '.md'), md);
+      process.stdout.write(md + '\n');
+    }
+  : main;
+run().catch((e) => {
   process.stderr.write(`bench failed: ${e.stack ?? e}\n`);
   process.exit(1);
 });
