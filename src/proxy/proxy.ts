@@ -504,7 +504,7 @@ export class SipProxy implements RequestProcessor {
     if (!relay) return null;
     const sdp = hasSdp(ctx.req) ? ctx.req.body.toString('utf8') : null;
     const callerWebrtc = isWebrtcLeg(ctx.flow.transport, sdp);
-    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], failed: null };
+    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], finals: [], failed: null };
     let dropped = 0;
     let refused: RtpengineRejectedError | null = null;
     let tried = false;
@@ -561,6 +561,14 @@ export class SipProxy implements RequestProcessor {
     if (!toTag) return;
     const final = up.status >= 200 && up.status < 300;
     const body = up.body.toString('utf8');
+    // A retransmitted 2xx (the callee saw no ACK yet; RFC 6026 forwards it) carries what the
+    // first one carried: the same rewrite, without asking the engine again — which, under
+    // load, may already have deleted the call after a quick BYE.
+    const sent = plan.finals[i];
+    if (final && sent && sent.toTag === toTag && sent.body === body) {
+      up.body = Buffer.from(sent.rewritten);
+      return;
+    }
     if (plan.late) {
       // Only the 2xx offers (an 18x's SDP would need PRACK, not supported by the edge).
       if (!final) return;
@@ -573,6 +581,7 @@ export class SipProxy implements RequestProcessor {
       );
       if (!final) plan.earlyTags[i] = toTag;
     }
+    if (final) plan.finals[i] = { toTag, body, rewritten: up.body.toString('utf8') };
     if (final && plan.winner === undefined) {
       plan.winner = i;
       // The branch that answered keeps the session; the other branches' offers go.
@@ -790,6 +799,8 @@ interface MediaPlan {
   sdp: Array<string | undefined>;
   /** Per leg: the To tag of its early answer (18x with SDP), whose dialogue goes if the branch loses. */
   earlyTags: Array<string | undefined>;
+  /** Per leg: its 2xx's SDP as received and as rewritten, for retransmissions of that 2xx. */
+  finals: Array<{ toTag: string; body: string; rewritten: string } | undefined>;
   /** Why the call cannot proceed (every leg dropped): 503, or 488 when the engine refused the SDP. */
   failed: SipError | null;
   /** The branch whose 2xx won. */
