@@ -161,6 +161,34 @@ describe('calls through rtpengine (MEDIA_RELAY=always)', () => {
     await sessionGone(probe, engine.id, callId);
   }, 60_000);
 
+  it('a 2xx the callee retransmits (ACK late) reaches the caller with the same rewritten SDP, without another rtpengine answer', async () => {
+    const { a, b } = await pair();
+    const port = edge.server.ports.udp as number;
+    const cid = cidStr();
+    const answers = async (): Promise<number> =>
+      [...(await (await fetch(`${edge.base}/metrics`)).text()).matchAll(/sip_media_engine_requests_total\{engine="[^"]+",command="answer",outcome="[a-z_]+"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    const callee = sipp({ scenario: 'call-uas-answer.xml', port, transport: 'udp', endpoint: b, cidStr: cid });
+    await edge.waitBindings(b, 1);
+    const before = await answers();
+    const caller = await sipp({ scenario: 'call-uac-late-ack.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: b.username }, pauseMs: 200 });
+    const uas = await callee;
+    expect(caller.failed, caller.errors).toBe(0);
+    expect(uas.failed, uas.errors).toBe(0);
+    // The callee sent its 200 more than once (retransmitted until the late ACK)…
+    const sent200 = uas.messages.split(/-{20,}[^\n]*\n/).filter((e) => /message sent/.test(e) && /SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/.test(e));
+    expect(sent200.length).toBeGreaterThan(1);
+    // …the caller got each of them with one and the same rewritten SDP, naming rtpengine…
+    const got200 = caller.messages
+      .split(/-{20,}[^\n]*\n/)
+      .filter((e) => /message received/.test(e) && /SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/.test(e))
+      .map((e) => e.slice(e.search(/\r?\n\r?\nv=0/)).trim());
+    expect(got200.length).toBeGreaterThan(1);
+    expect(new Set(got200).size).toBe(1);
+    for (const p of audioPorts(caller.messages, /^SIP\/2\.0 200 OK[\s\S]*CSeq: \d+ INVITE/)) expect(inRange(p)).toBe(true);
+    // …and rtpengine was asked for one answer only.
+    expect((await answers()) - before).toBe(1);
+  }, 60_000);
+
   it('rtpengine stopped: plain calls go through unrelayed, a WebSocket callee fails fast with 503; relayed again once it is back', async () => {
     await engine.stop();
     const port = edge.server.ports.udp as number;
