@@ -348,8 +348,7 @@ export class RtpengineClient {
       // Taken out means no NEW calls. The calls it holds live only there, so their commands
       // (answer, delete, query) still go to it — one transmission while it is out, so a dead
       // engine costs one timeout — and an answer puts it back at once.
-      const wasUp = e.up;
-      const reply = await this.request(e, name, params, wasUp ? this.retries : 0);
+      const reply = await this.request(e, name, params, e.up ? this.retries : 0);
       if (!e.up) this.markUp(e, `${name} answered`);
       return result(e, reply);
     }

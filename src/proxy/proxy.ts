@@ -215,10 +215,11 @@ export class SipProxy implements RequestProcessor {
       if (dest.callDomain && this.opts.calls) void this.opts.calls.bye(dest.callDomain, ctx.callId, tagOf(getHeader(req, 'from')));
       // The media session ends with the dialog: the node whose BYE takes the mapping deletes it
       // (the flow token names the engine too, should the store not have it).
+      // The BYE goes on meanwhile.
       if (dest.media && this.opts.media) {
         const relay = this.opts.media;
-        const engine = (await relay.session(ctx.callId, true))?.engine ?? dest.media;
-        relay.delete(ctx.callId, engine);
+        const tokenEngine = dest.media;
+        void relay.session(ctx.callId, true).then((s) => relay.delete(ctx.callId, s?.engine ?? tokenEngine));
       }
     }
     const fwd = cloneRequest(req);
@@ -504,7 +505,7 @@ export class SipProxy implements RequestProcessor {
     if (!relay) return null;
     const sdp = hasSdp(ctx.req) ? ctx.req.body.toString('utf8') : null;
     const callerWebrtc = isWebrtcLeg(ctx.flow.transport, sdp);
-    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], finals: [], failed: null };
+    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], failed: null };
     let dropped = 0;
     let refused: RtpengineRejectedError | null = null;
     let tried = false;
@@ -542,7 +543,7 @@ export class SipProxy implements RequestProcessor {
       }
     }
     if (dropped === legs.length) {
-      plan.failed = mediaError(refused ?? new Error('no engine'));
+      plan.failed = mediaError(refused);
       relay.counted(refused ? 'refused' : 'failed');
     } else if (tried) relay.counted(plan.engine ? 'relayed' : 'unrelayed');
     return plan;
@@ -561,14 +562,6 @@ export class SipProxy implements RequestProcessor {
     if (!toTag) return;
     const final = up.status >= 200 && up.status < 300;
     const body = up.body.toString('utf8');
-    // A retransmitted 2xx (the callee saw no ACK yet; RFC 6026 forwards it) carries what the
-    // first one carried: the same rewrite, without asking the engine again — which, under
-    // load, may already have deleted the call after a quick BYE.
-    const sent = plan.finals[i];
-    if (final && sent && sent.toTag === toTag && sent.body === body) {
-      up.body = Buffer.from(sent.rewritten);
-      return;
-    }
     if (plan.late) {
       // Only the 2xx offers (an 18x's SDP would need PRACK, not supported by the edge).
       if (!final) return;
@@ -581,7 +574,6 @@ export class SipProxy implements RequestProcessor {
       );
       if (!final) plan.earlyTags[i] = toTag;
     }
-    if (final) plan.finals[i] = { toTag, body, rewritten: up.body.toString('utf8') };
     if (final && plan.winner === undefined) {
       plan.winner = i;
       // The branch that answered keeps the session; the other branches' offers go.
@@ -799,8 +791,6 @@ interface MediaPlan {
   sdp: Array<string | undefined>;
   /** Per leg: the To tag of its early answer (18x with SDP), whose dialogue goes if the branch loses. */
   earlyTags: Array<string | undefined>;
-  /** Per leg: its 2xx's SDP as received and as rewritten, for retransmissions of that 2xx. */
-  finals: Array<{ toTag: string; body: string; rewritten: string } | undefined>;
   /** Why the call cannot proceed (every leg dropped): 503, or 488 when the engine refused the SDP. */
   failed: SipError | null;
   /** The branch whose 2xx won. */
@@ -813,7 +803,7 @@ function hasSdp(m: SipRequest | SipResponse): boolean {
   return (getHeader(m, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase() === 'application/sdp';
 }
 
-/** The answer to a request whose media the relay could not take: 488 when the engine refused the SDP, else 503. */
+/** The answer to a request whose media the relay could not take: 488 when the engine refused the SDP, else 503 (null: no engine took it). */
 function mediaError(err: unknown): SipError {
   if (err instanceof RtpengineRejectedError) {
     return new SipError(488, 'Not Acceptable Here', 'MEDIA_REFUSED', [['Warning', `399 ${WARN_AGENT} "media relay refused the SDP"`]]);

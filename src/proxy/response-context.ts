@@ -4,7 +4,7 @@ import type { ServerTransaction } from '../core/server-transaction.js';
 import type { TransactionLayer } from '../core/transaction-layer.js';
 import { unrefTimer } from '../core/timers.js';
 import type { Logger } from '../logger.js';
-import { getHeader, getHeaders, getListValues } from '../sip/headers.js';
+import { getHeader, getHeaders, getListValues, tagOf } from '../sip/headers.js';
 import type { SipRequest, SipResponse } from '../sip/message.js';
 import { cloneResponse, shiftListValue } from '../sip/message-edit.js';
 import { serializeMessage } from '../sip/response.js';
@@ -28,6 +28,8 @@ interface Branch {
   cancel: 'none' | 'pending' | 'sent';
   /** The Reason (RFC 3326) for a CANCEL still pending on a provisional response. */
   cancelReason: string | null;
+  /** The last 2xx of this branch rewritten by transformUp: its To tag, body as received and as sent. */
+  rewritten?: { toTag: string | null; received: Buffer; sent: Buffer };
 }
 
 export interface ResponseContextEvents {
@@ -109,11 +111,29 @@ export class ResponseContext implements ClientTransactionUser {
     }
     const index = b ? this.branches.indexOf(b) : -1;
     this.upstream = this.upstream
-      .then(() => (index >= 0 && up.body.length > 0 ? t(up, index) : undefined))
+      .then(() => (b && index >= 0 && up.body.length > 0 ? this.rewrite(up, b, index, t) : undefined))
       .catch((err: unknown) => this.opts.log.warn({ status: up.status, err: err instanceof Error ? err.message : String(err) }, 'response rewrite failed; sent as received'))
       .then(() => {
         if (check()) server.forward(up, serializeMessage(up));
       });
+  }
+
+  /**
+   * Rewrites `up` with the transformer. A 2xx the callee retransmits (no ACK yet;
+   * RFC 6026 has it forwarded) gets the first one's rewrite: one rewrite per answer —
+   * for the media relay, one NG request, not one per retransmission.
+   */
+  private async rewrite(up: SipResponse, b: Branch, index: number, t: NonNullable<ResponseContextOptions['transformUp']>): Promise<void> {
+    const final2xx = up.status >= 200 && up.status < 300;
+    const toTag = final2xx ? tagOf(getHeader(up, 'to')) : null;
+    const last = b.rewritten;
+    if (final2xx && last && last.toTag === toTag && last.received.equals(up.body)) {
+      up.body = last.sent;
+      return;
+    }
+    const received = up.body;
+    await t(up, index);
+    if (final2xx) b.rewritten = { toTag, received, sent: up.body };
   }
 
   /** Sends the request on a new branch (§16.6 step 10: a client transaction per target). */

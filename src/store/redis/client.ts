@@ -81,9 +81,6 @@ export function redisMasters(client: RedisClient): Redis[] {
   return client instanceof Cluster ? client.nodes('master') : [client];
 }
 
-/** Streams corked by {@link coalesceWrites} until the next check phase. */
-const corked = new WeakSet<object>();
-
 /**
  * The commands a single-server (or Sentinel) client sends until the event loop's
  * check phase leave in one socket write: the connection is corked now and uncorked
@@ -98,13 +95,9 @@ const corked = new WeakSet<object>();
 export function coalesceWrites(client: RedisClient): void {
   if (!(client instanceof Redis) || client.status !== 'ready') return;
   const stream = client.stream;
-  if (!stream || corked.has(stream)) return;
-  corked.add(stream);
+  if (!stream || stream.writableCorked > 0) return;
   stream.cork();
-  setImmediate(() => {
-    corked.delete(stream);
-    stream.uncork();
-  });
+  setImmediate(() => stream.uncork());
 }
 
 /** Whether the client can take commands now (readiness, fail-fast paths). */
