@@ -24,7 +24,7 @@ import { MemoryLocationStore } from './store/location/memory.js';
 import { REDIS_STORE_CLIENT_OPTIONS } from './store/redis/client.js';
 import { RedisCredentialStore } from './store/credentials/redis.js';
 import { RedisLocationStore } from './store/location/redis.js';
-import type { BoundAddress, SipTransportName, Transport } from './transport/types.js';
+import type { BoundAddress, Flow, SipTransportName, Transport } from './transport/types.js';
 import { UdpTransport } from './transport/udp.js';
 import { StreamTransport } from './transport/stream.js';
 import { WsTransport } from './transport/ws.js';
@@ -186,6 +186,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     algorithms: config.digestAlgorithms,
     md5OnlyUserAgents: config.digestMd5OnlyUserAgents,
     guard: hardening.guard,
+    sipDomain: config.sipDomain,
+    // The layer exists below; a request is only authenticated once the listeners are bound.
+    isOwnUri: (u) => layer.isOwnUri(u),
   });
   // GRUUs (RFC 5627) must open on every node that may receive a request for one: keyed like nonces.
   const gruus = new Gruus(config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32));
@@ -312,6 +315,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       location,
       transactions: () => router.pendingTransactions,
       storeUp: () => (redis ? redis.status === 'ready' : true),
+      authUriMismatches: () => auth.uriMismatches,
     }),
   );
 
@@ -325,6 +329,11 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     headerTimeout: config.headerTimeout,
     maxConnections: config.maxConnections,
     gate: hardening.connectionGate,
+    // TCP/TLS flows that hold bindings are probed with OPTIONS once quiet (README "Flows").
+    probe: (flow: Flow): Buffer | null => {
+      const p = flow.connId ? registrar.flowProbe(flow.connId) : null;
+      return p ? layer.optionsProbe(flow.transport, `${p.aor.user}@${p.aor.domain}`, p.uri, p.callId) : null;
+    },
   };
   if (config.udpPort !== null) {
     transports.set('udp', new UdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize));

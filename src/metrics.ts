@@ -48,6 +48,8 @@ export interface MetricSources {
     authRefused: () => Record<'source' | 'endpoint', number>;
     requestsRefused: () => Record<string, number>;
     storeErrors: () => number;
+    /** Requests refused with 400 because the digest `uri` named another resource. */
+    authUriMismatches: () => number;
   };
 }
 
@@ -216,6 +218,13 @@ export class Metrics {
         for (const [name, t] of src.transports) if (name !== 'udp') this.set({ transport: name }, t.connectionCount());
       },
     });
+    const sumOf = (k: 'probesSent' | 'unansweredCuts'): number => {
+      let n = 0;
+      for (const t of src.transports.values()) n += t[k] ?? 0;
+      return n;
+    };
+    counter(this.registry, 'sip_flow_probes_total', 'OPTIONS probes sent over quiet TCP/TLS flows that hold bindings', () => sumOf('probesSent'));
+    counter(this.registry, 'sip_flows_cut_unanswered_total', 'TCP/TLS flows cut because a request or probe sent over them got no byte back within 2 x SIP_PING_INTERVAL', () => sumOf('unansweredCuts'));
     gauge(this.registry, 'sip_server_transactions', 'Server transactions remembered for retransmissions (RFC 3261 §17.2.2)', src.transactions);
     gauge(this.registry, 'sip_pending_requests', 'SIP requests being processed now', src.pendingRequests);
     gauge(this.registry, 'sip_store_up', '1 when the location store is connected (every worker\'s connection, with SIP_WORKERS > 1)', () => (src.storeUp() ? 1 : 0), 'min');
@@ -227,6 +236,7 @@ export class Metrics {
     labelledCounter(this.registry, 'sip_auth_blocks_total', 'Cooling-off periods started after repeated failures, by scope (source, endpoint)', 'scope', src.security.authBlocks);
     labelledCounter(this.registry, 'sip_auth_refused_total', 'Digest attempts refused unchecked during a cooling-off, by scope (source, endpoint)', 'scope', src.security.authRefused);
     labelledCounter(this.registry, 'sip_requests_refused_total', 'Requests answered 503 at once, by reason (overload, store)', 'reason', src.security.requestsRefused);
+    counter(this.registry, 'sip_auth_uri_mismatch_total', 'Requests refused (400) because the digest uri named another resource than the Request-URI', src.security.authUriMismatches);
     counter(this.registry, 'sip_auth_counter_errors_total', 'Auth-failure counter operations that failed (failing open)', src.security.storeErrors);
   }
 

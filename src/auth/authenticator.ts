@@ -1,5 +1,6 @@
 import type { CredentialStore, EndpointCredential } from '../store/credentials/credentials.js';
-import type { SipRequest, DigestCredentials } from '../sip/message.js';
+import type { SipRequest, DigestCredentials, SipUri } from '../sip/message.js';
+import { parseUri } from '../sip/uri.js';
 import { getHeader, getHeaders, parseDigestCredentials } from '../sip/headers.js';
 import { buildChallenge, credentialAlgorithm, dummyHa1, verifyDigest, type DigestAlgorithm } from './digest.js';
 import type { NonceManager } from './nonce.js';
@@ -12,7 +13,12 @@ export type AuthOutcome =
    * Credentials for another user than the request claims (RFC 3261 §22.1 / kamailio auth_check flag 1),
    * or an attempt refused unchecked during a password-guessing cooling-off (`cooling-off`).
    */
-  | { ok: false; kind: 'forbidden'; reason: 'user-mismatch' | 'cooling-off' };
+  | { ok: false; kind: 'forbidden'; reason: 'user-mismatch' | 'cooling-off' }
+  /**
+   * The credentials' `uri` names another resource than the request (RFC 7616 §3.4.6: the
+   * server checks it and answers 400 when it does not match; see {@link DigestAuthenticator}).
+   */
+  | { ok: false; kind: 'bad-request'; reason: 'uri-mismatch' };
 
 export type AuthFailure = 'no-credentials' | 'bad-nonce' | 'stale-nonce' | 'replay' | 'bad-credentials' | 'unsupported';
 
@@ -29,6 +35,13 @@ export interface AuthenticatorOptions {
   md5OnlyUserAgents?: readonly string[];
   /** Password-guessing defence around the password check; absent = none. */
   guard?: AuthAttemptGuard;
+  /**
+   * Whether a URI names this node (one of its addresses and listening ports): such a digest
+   * `uri` is accepted, since SIPp and many phones hash `sip:<server ip>:<port>`.
+   */
+  isOwnUri?: (u: SipUri) => boolean;
+  /** The platform's SIP domain (`SIP_DOMAIN`): a digest `uri` naming it is accepted too. */
+  sipDomain?: string;
 }
 
 /**
@@ -62,6 +75,8 @@ export interface RequestAuthenticator {
 
 export class DigestAuthenticator implements RequestAuthenticator {
   private readonly md5Only: readonly DigestAlgorithm[];
+  /** Requests refused because the digest `uri` named another resource (`sip_auth_uri_mismatch_total`). */
+  uriMismatches = 0;
 
   constructor(private readonly opts: AuthenticatorOptions) {
     this.md5Only = opts.algorithms.includes('MD5') ? ['MD5'] : opts.algorithms;
@@ -84,6 +99,13 @@ export class DigestAuthenticator implements RequestAuthenticator {
     const nonceState = this.opts.nonces.check(nonce, realm);
     if (nonceState === 'invalid') return this.challenge(req, realm, false, 'bad-nonce', proxy);
     if (username !== user) return { ok: false, kind: 'forbidden', reason: 'user-mismatch' };
+    // RFC 7616 §3.4.6: a response computed for another resource is not proof for this one
+    // (it could be a replayed answer to a challenge of another request). Checked before the
+    // password: a mismatch is not a wrong password and does not count towards a cooling-off.
+    if (!this.uriMatches(creds.params.get('uri'), req.uri, realm)) {
+      this.uriMismatches++;
+      return { ok: false, kind: 'bad-request', reason: 'uri-mismatch' };
+    }
 
     const guard = this.opts.guard;
     const [allowed, credential] = await Promise.all([
@@ -114,6 +136,22 @@ export class DigestAuthenticator implements RequestAuthenticator {
     }
     if (guard) void guard.succeeded(source, realm, username);
     return { ok: true, user: username, credential };
+  }
+
+  /**
+   * Whether the credentials' `uri` names the resource of the request: the Request-URI itself
+   * (as sent, or the same user, host and port), the account's domain (`realm`), the platform's
+   * SIP domain, or one of this node's addresses. README "Digest uri check".
+   */
+  private uriMatches(digestUri: string | undefined, requestUri: string, realm: string): boolean {
+    if (digestUri === undefined) return true; // a missing uri fails verifyDigest as malformed
+    if (digestUri === requestUri) return true;
+    const u = parseUri(digestUri);
+    if (!u || (u.scheme !== 'sip' && u.scheme !== 'sips') || u.host === '') return false;
+    if (u.host === realm || (this.opts.sipDomain !== undefined && u.host === this.opts.sipDomain)) return true;
+    const r = parseUri(requestUri);
+    if (r && r.host === u.host && (r.port ?? null) === (u.port ?? null) && (u.user === null || u.user === r.user)) return true;
+    return this.opts.isOwnUri?.(u) ?? false;
   }
 
   private pickCredentials(req: SipRequest, realm: string, proxy: boolean): DigestCredentials | null {

@@ -53,6 +53,27 @@ export function calleeRefusal(callee: EndpointRecord, req: RequestTraits, target
   return r ? { flag: r, party: 'callee' } : null;
 }
 
+/**
+ * A request inside a dialog (pure): the session flags of each party as they are now, so
+ * that a flag turned off during a call applies to its next re-INVITE, UPDATE or MESSAGE.
+ * `sender` sent the request (its From), `recipient` is its To; null when that party is
+ * not an endpoint of this edge (a phone, an application). The target kind was decided
+ * when the dialog was made and is not asked again. BYE, ACK, CANCEL and PRACK are never
+ * refused (ending or completing a session must always work).
+ */
+export function dialogRefusal(sender: EndpointRecord | null, recipient: EndpointRecord | null, req: RequestTraits): Refusal | null {
+  if (!DIALOG_CHECKED.has(req.method)) return null;
+  // An UPDATE carries an offer like a re-INVITE (RFC 3311): it is checked as one.
+  const traits = req.method === 'UPDATE' ? { ...req, method: 'INVITE' } : req;
+  const s = sender ? sessionRefusal(sender, traits) : null;
+  if (s) return { flag: s, party: 'caller' };
+  const r = recipient ? sessionRefusal(recipient, traits) : null;
+  return r ? { flag: r, party: 'callee' } : null;
+}
+
+/** In-dialog methods the session policy applies to (the rest always pass). */
+export const DIALOG_CHECKED: ReadonlySet<string> = new Set(['INVITE', 'UPDATE', 'MESSAGE']);
+
 function sessionRefusal(e: EndpointRecord, req: RequestTraits): PolicyFlag | null {
   if (req.method === 'INVITE') {
     if (!e.allowVoice) return 'allow_voice';

@@ -21,7 +21,7 @@ import type { SipTransportName } from '../transport/types.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, type CallLimiter } from './call-limiter.js';
 import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tracker.js';
 import type { FlowTokens } from './flow-token.js';
-import { calleeRefusal, callerRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
+import { calleeRefusal, callerRefusal, DIALOG_CHECKED, dialogRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
 import { ResponseContext } from './response-context.js';
 import { isWebrtcLeg, MediaRelay, type DialogSdp } from './media-relay.js';
 import { RtpengineRejectedError } from '../media/rtpengine.js';
@@ -83,6 +83,40 @@ type Target =
 interface Device {
   instance: string;
   callId: string | null;
+}
+
+/** One branch to try: the Request-URI, where it goes, the Path of a binding, headers for a trusted hop. */
+interface Leg {
+  uri: string;
+  dest: Destination;
+  path: string | null;
+  extra: Array<[string, string]>;
+}
+
+/** Most targets one request may reach through 3xx recursion, the first one included (README "Redirects"). */
+const MAX_REDIRECT_TARGETS = 5;
+
+/** What makes two targets the same (3xx recursion tries each once). */
+function targetKey(t: Target): string {
+  switch (t.kind) {
+    case 'endpoint':
+      return `e:${t.authId}:${t.endpoint.endpointId}:${t.device?.instance ?? ''}`;
+    case 'phone':
+      return `p:${t.number}`;
+    case 'app':
+      return `a:${t.authId}:${t.appId}`;
+  }
+}
+
+/** RFC 3841 §9.1: `Request-Disposition: no-recurse` asks proxies to pass 3xx responses upstream. */
+function noRecurse(req: SipRequest): boolean {
+  return getListValues(req, 'request-disposition').some((v) => v.trim().toLowerCase() === 'no-recurse');
+}
+
+/** A Contact's q (RFC 3261 §20.10), 1 when absent or unreadable. */
+function qOf(q: string | null | undefined): number {
+  const n = q === undefined || q === null ? NaN : Number(q);
+  return Number.isFinite(n) && n >= 0 && n <= 1 ? n : 1;
 }
 
 /** Who placed an out-of-dialog request (after digest authentication). */
@@ -222,6 +256,7 @@ export class SipProxy implements RequestProcessor {
         void relay.session(ctx.callId, true).then((s) => relay.delete(ctx.callId, s?.engine ?? tokenEngine));
       }
     }
+    if (DIALOG_CHECKED.has(req.method)) await this.checkDialogPolicy(ctx);
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
     const media = dest.media && (req.method === 'INVITE' || req.method === 'UPDATE') ? await this.dialogMedia(ctx, dest, dest.media, fwd) : null;
@@ -235,6 +270,52 @@ export class SipProxy implements RequestProcessor {
     });
     tx.onCancel = () => context.cancelByCaller();
     context.fork(fwd, dest, loopHash(req, ctx.callId));
+  }
+
+  /**
+   * The policy of a request inside a dialog (README "Policy in dialogs"): each party that
+   * is an endpoint of this edge is read as it is now. A party whose endpoint was deleted,
+   * or whose account or sub-account was disabled, since the dialog began gets 403 for
+   * anything but ending it; a flag turned off applies to the next offer or MESSAGE.
+   */
+  private async checkDialogPolicy(ctx: IncomingRequest): Promise<void> {
+    const req = ctx.req;
+    const [sender, recipient] = await Promise.all([this.dialogParty(getHeader(req, 'from')), this.dialogParty(getHeader(req, 'to'))]);
+    for (const [p, party] of [
+      [sender, 'caller'],
+      [recipient, 'callee'],
+    ] as const) {
+      if (p === 'gone') throw new SipError(403, 'Forbidden', 'POLICY_DIALOG_PARTY_GONE', [['Warning', `399 ${WARN_AGENT} "the ${party}'s endpoint was removed"`]]);
+      if (p === 'disabled') throw new SipError(403, 'Forbidden', 'POLICY_DIALOG_PARTY_DISABLED', [['Warning', `399 ${WARN_AGENT} "the ${party}'s account is disabled"`]]);
+    }
+    const traits: RequestTraits = { method: req.method, video: (req.method === 'INVITE' || req.method === 'UPDATE') && offersVideo(getHeader(req, 'content-type'), req.body) };
+    const refusal = dialogRefusal(typeof sender === 'string' ? null : sender, typeof recipient === 'string' ? null : recipient, traits);
+    if (refusal) {
+      this.log.info({ callId: ctx.callId, method: req.method, flag: refusal.flag, party: refusal.party }, 'refused by policy in dialog');
+      throw new SipError(403, 'Forbidden', `POLICY_${refusal.flag.toUpperCase()}`, refusalHeaders(refusal, WARN_AGENT));
+    }
+  }
+
+  /**
+   * The endpoint a From or To of a dialog names: null when it is not one of this edge's
+   * account domains (a phone, a gateway, an application); 'gone' when the account domain is
+   * ours but the endpoint no longer exists; 'disabled' when its account or sub-account is off.
+   */
+  private async dialogParty(header: string | undefined): Promise<EndpointRecord | null | 'gone' | 'disabled'> {
+    const na = parseNameAddr(header ?? '');
+    if (!na || (na.uri.scheme !== 'sip' && na.uri.scheme !== 'sips') || !na.uri.user) return null;
+    const authId = accountOfDomain(na.uri.host, this.opts.sipDomain);
+    if (!authId) return null;
+    const cred = await this.opts.credentials.get(na.uri.host, na.uri.user);
+    if (!cred) return phoneNumber(na.uri.user) ? null : 'gone';
+    const [endpoint, account] = await Promise.all([this.opts.directory.getEndpoint(authId, cred.endpointId), this.opts.directory.getAccount(authId)]);
+    if (!endpoint || !account) return 'gone';
+    if (!account.enabled) return 'disabled';
+    if (endpoint.subAccount) {
+      const sub = await this.opts.directory.getSubAccount(authId, endpoint.subAccount);
+      if (sub && !sub.enabled) return 'disabled';
+    }
+    return endpoint;
   }
 
   onAck(ctx: IncomingRequest): void {
@@ -372,43 +453,9 @@ export class SipProxy implements RequestProcessor {
   private async placeCall(ctx: IncomingRequest, tx: ServerTransaction, loop: string, caller: Caller, info: CallInfo | null): Promise<void> {
     const req = ctx.req;
     const traits: RequestTraits = { method: req.method, video: req.method === 'INVITE' && offersVideo(getHeader(req, 'content-type'), req.body) };
-    const target = await this.resolve(req, caller);
-    const kind: TargetKind = target.kind === 'endpoint' ? (target.same ? 'same_domain' : 'other_domain') : target.kind;
-    const refusal: Refusal | null =
-      callerRefusal(caller.endpoint, caller.sub, traits, kind) ??
-      (target.kind === 'endpoint' ? calleeRefusal(target.endpoint, traits, target.same ? 'same_domain' : 'other_domain') : null);
-    if (refusal) {
-      this.log.info({ callId: ctx.callId, method: req.method, flag: refusal.flag, party: refusal.party }, 'refused by policy');
-      throw new SipError(403, 'Forbidden', `POLICY_${refusal.flag.toUpperCase()}`, refusalHeaders(refusal, WARN_AGENT));
-    }
-
-    // The legs: bindings of an endpoint, or the gateway / app server.
-    const legs: Array<{ uri: string; dest: Destination; path: string | null }> = [];
-    const asserted = `<sip:${caller.user}@${caller.domain}>`;
-    const extra: Array<[string, string]> = [];
-    if (target.kind === 'endpoint') {
-      let bindings = await this.opts.location.lookup({ domain: target.domain, user: target.user });
-      const device = target.device;
-      if (device) {
-        // RFC 5627 §5.5: a GRUU reaches the bindings of that instance only; a temporary
-        // one only while the registration that minted it (its Call-ID) lives.
-        bindings = bindings.filter((b) => b.instanceId === device.instance && (device.callId === null || b.callId === device.callId));
-        if (bindings.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_GRUU_GONE');
-      }
-      for (const b of bindings) {
-        const dest = this.bindingDestination(b);
-        if (dest) legs.push({ uri: b.uri, dest, path: b.path });
-      }
-      if (legs.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_NOT_REGISTERED');
-    } else if (target.kind === 'phone') {
-      if (!this.gateway) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_GATEWAY', [['Warning', `399 ${WARN_AGENT} "no outbound gateway is configured"`]]);
-      legs.push({ uri: withUser(this.gateway, target.number), dest: await uriDestination(this.gateway), path: null });
-      extra.push(['p-asserted-identity', asserted], ['x-account-id', caller.account.authId]);
-    } else {
-      if (!this.appServer) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_APP_SERVER', [['Warning', `399 ${WARN_AGENT} "no application server is configured"`]]);
-      legs.push({ uri: withUser(this.appServer, target.appId), dest: await uriDestination(this.appServer), path: null });
-      extra.push(['p-asserted-identity', asserted], ['x-account-id', target.authId], ['x-application-id', target.appId]);
-    }
+    const target = await this.resolve(req.uri, caller);
+    this.checkPolicy(ctx, caller, traits, target);
+    const legs = await this.legsOf(target, caller);
 
     if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId);
     if (info) info.context = target.kind;
@@ -429,7 +476,9 @@ export class SipProxy implements RequestProcessor {
       throw media.failed;
     }
 
-    const context = new ResponseContext({
+    // Targets already tried by this request (3xx recursion never goes back to one: loop-safe).
+    const tried = new Set([targetKey(target)]);
+    const context: ResponseContext = new ResponseContext({
       layer: this.opts.layer,
       log: this.log,
       server: tx,
@@ -437,6 +486,23 @@ export class SipProxy implements RequestProcessor {
       noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
       // A binding whose connection closed an instant ago: not reachable, as if not registered.
       flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
+      // RFC 3261 §16.5/§16.7 step 4, README "Redirects": Contacts of a 3xx become branches,
+      // unless the request asked for no recursion (RFC 3841 Request-Disposition: no-recurse).
+      redirect: noRecurse(req)
+        ? undefined
+        : async (up) => {
+            const more = await this.redirectLegs(ctx, caller, traits, tried, up);
+            if (more.length === 0 || !context.open) return 0;
+            let added = 0;
+            for (const leg of more) {
+              const i = legs.push(leg) - 1;
+              if (media && !(await this.offerMediaLeg(ctx, media, leg, i))) continue;
+              if (!context.open) break;
+              forkLeg(leg, i);
+              added++;
+            }
+            return added;
+          },
       events:
         req.method === 'INVITE'
           ? {
@@ -456,9 +522,8 @@ export class SipProxy implements RequestProcessor {
             : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();
-    for (const [i, leg] of legs.entries()) {
+    const forkLeg = (leg: Leg, i: number): void => {
       const fwd = cloneRequest(req);
-      if (media?.legs[i] === 'dropped') continue; // needed the relay, and no engine took it
       const relayed = media?.legs[i] === 'relayed';
       const offered = media?.sdp[i];
       if (typeof offered === 'string') fwd.body = Buffer.from(offered);
@@ -470,12 +535,105 @@ export class SipProxy implements RequestProcessor {
       removeHeadersWhere(fwd, 'proxy-authorization', (v) => parseDigestCredentials(v)?.params.get('realm')?.toLowerCase() === caller.domain);
       // RFC 3325 §5: identity is asserted to trusted hops only (gateway, app server); never taken from a client.
       for (const h of ASSERTED) removeHeaders(fwd, h);
-      for (const [n, v] of extra) fwd.headers.push({ name: n, value: v });
+      for (const [n, v] of leg.extra) fwd.headers.push({ name: n, value: v });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
       if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, relayed ? media?.engine : undefined);
       context.fork(fwd, leg.dest, loop);
+    };
+    for (const [i, leg] of legs.entries()) {
+      if (media?.legs[i] === 'dropped') continue; // needed the relay, and no engine took it
+      forkLeg(leg, i);
     }
+  }
+
+  /** The Endpoint policy flags and the KYC block for a request of `caller` to `target` (403 naming the flag). */
+  private checkPolicy(ctx: IncomingRequest, caller: Caller, traits: RequestTraits, target: Target): void {
+    const kind: TargetKind = target.kind === 'endpoint' ? (target.same ? 'same_domain' : 'other_domain') : target.kind;
+    const refusal: Refusal | null =
+      callerRefusal(caller.endpoint, caller.sub, traits, kind) ??
+      (target.kind === 'endpoint' ? calleeRefusal(target.endpoint, traits, target.same ? 'same_domain' : 'other_domain') : null);
+    if (refusal) {
+      this.log.info({ callId: ctx.callId, method: traits.method, flag: refusal.flag, party: refusal.party }, 'refused by policy');
+      throw new SipError(403, 'Forbidden', `POLICY_${refusal.flag.toUpperCase()}`, refusalHeaders(refusal, WARN_AGENT));
+    }
+  }
+
+  /** The legs of a target: the live bindings of an endpoint, or the gateway / app server. */
+  private async legsOf(target: Target, caller: Caller): Promise<Leg[]> {
+    const legs: Leg[] = [];
+    const asserted = `<sip:${caller.user}@${caller.domain}>`;
+    if (target.kind === 'endpoint') {
+      let bindings = await this.opts.location.lookup({ domain: target.domain, user: target.user });
+      const device = target.device;
+      if (device) {
+        // RFC 5627 §5.5: a GRUU reaches the bindings of that instance only; a temporary
+        // one only while the registration that minted it (its Call-ID) lives.
+        bindings = bindings.filter((b) => b.instanceId === device.instance && (device.callId === null || b.callId === device.callId));
+        if (bindings.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_GRUU_GONE');
+      }
+      for (const b of bindings) {
+        const dest = this.bindingDestination(b);
+        if (dest) legs.push({ uri: b.uri, dest, path: b.path, extra: [] });
+      }
+      if (legs.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_NOT_REGISTERED');
+    } else if (target.kind === 'phone') {
+      if (!this.gateway) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_GATEWAY', [['Warning', `399 ${WARN_AGENT} "no outbound gateway is configured"`]]);
+      legs.push({
+        uri: withUser(this.gateway, target.number),
+        dest: await uriDestination(this.gateway),
+        path: null,
+        extra: [
+          ['p-asserted-identity', asserted],
+          ['x-account-id', caller.account.authId],
+        ],
+      });
+    } else {
+      if (!this.appServer) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_APP_SERVER', [['Warning', `399 ${WARN_AGENT} "no application server is configured"`]]);
+      legs.push({
+        uri: withUser(this.appServer, target.appId),
+        dest: await uriDestination(this.appServer),
+        path: null,
+        extra: [
+          ['p-asserted-identity', asserted],
+          ['x-account-id', target.authId],
+          ['x-application-id', target.appId],
+        ],
+      });
+    }
+    return legs;
+  }
+
+  /**
+   * The legs a 3xx's Contacts lead to (RFC 3261 §16.5, README "Redirects"): in q order, at
+   * most {@link MAX_REDIRECT_TARGETS} new targets per request in all, each one a target this
+   * edge routes itself (an endpoint, a number, an application of the caller's account) and
+   * allowed to the caller by policy, as if it had dialled it; never one already tried. A
+   * Contact naming another host is not followed: the edge is no open relay.
+   */
+  private async redirectLegs(ctx: IncomingRequest, caller: Caller, traits: RequestTraits, tried: Set<string>, up: SipResponse): Promise<Leg[]> {
+    const contacts = getListValues(up, 'contact')
+      .map((v, i) => ({ na: parseNameAddr(v), i }))
+      .filter((c): c is { na: NonNullable<ReturnType<typeof parseNameAddr>>; i: number } => c.na !== null)
+      .map((c) => ({ uri: c.na.uri.raw, q: qOf(c.na.params.get('q')), i: c.i }))
+      .sort((a, b) => b.q - a.q || a.i - b.i);
+    const legs: Leg[] = [];
+    for (const c of contacts) {
+      if (tried.size > MAX_REDIRECT_TARGETS) break;
+      let target: Target;
+      try {
+        target = await this.resolve(c.uri, caller);
+        const key = targetKey(target);
+        if (tried.has(key)) continue;
+        tried.add(key);
+        this.checkPolicy(ctx, caller, traits, target);
+        legs.push(...(await this.legsOf(target, caller)));
+      } catch (err) {
+        this.log.debug({ callId: ctx.callId, contact: c.uri, err: err instanceof Error ? err.message : String(err) }, 'redirect contact not followed');
+      }
+    }
+    if (legs.length > 0) this.log.info({ callId: ctx.callId, status: up.status, legs: legs.length }, 'recursing on a redirect');
+    return legs;
   }
 
   private messageInfo(ctx: IncomingRequest, caller: Caller): MessageInfo {
@@ -505,48 +663,54 @@ export class SipProxy implements RequestProcessor {
     if (!relay) return null;
     const sdp = hasSdp(ctx.req) ? ctx.req.body.toString('utf8') : null;
     const callerWebrtc = isWebrtcLeg(ctx.flow.transport, sdp);
-    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], failed: null };
+    const plan: MediaPlan = { engine: undefined, fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '', callerWebrtc, late: sdp === null, legs: [], sdp: [], earlyTags: [], failed: null, refused: null, tried: false };
     let dropped = 0;
-    let refused: RtpengineRejectedError | null = null;
-    let tried = false;
-    for (const [i, leg] of legs.entries()) {
-      const calleeWebrtc = isWebrtcLeg(leg.dest.transport, null);
-      plan.legs[i] = 'plain';
-      if (!relay.relays(callerWebrtc, calleeWebrtc)) continue;
-      tried = true;
-      const needed = MediaRelay.needed(callerWebrtc, calleeWebrtc);
-      if (sdp === null) {
-        plan.engine ??= relay.choose() ?? undefined;
-        if (plan.engine) plan.legs[i] = 'relayed';
-        else if (needed) {
-          plan.legs[i] = 'dropped';
-          dropped++;
-        }
-        continue;
-      }
-      try {
-        const r = await relay.offer({ callId: ctx.callId, fromTag: plan.fromTag, branch: `b${i}`, sdp, calleeWebrtc, engine: plan.engine });
-        plan.engine = r.engine;
-        plan.sdp[i] = r.sdp;
-        plan.legs[i] = 'relayed';
-      } catch (err) {
-        // An engine that refuses the SDP refuses the call (488), needed or not: the SDP is the
-        // problem, and MEDIA_RELAY=always promises that no address goes through unrelayed.
-        // An engine that cannot be reached only stops the calls that need it.
-        const drop = needed || err instanceof RtpengineRejectedError;
-        if (err instanceof RtpengineRejectedError) refused = err;
-        this.log.warn({ callId: ctx.callId, needed, err: err instanceof Error ? err.message : String(err) }, drop ? 'media relay failed: branch dropped' : 'media relay failed: branch not relayed');
-        if (drop) {
-          plan.legs[i] = 'dropped';
-          dropped++;
-        }
-      }
-    }
+    for (const [i, leg] of legs.entries()) if (!(await this.offerMediaLeg(ctx, plan, leg, i))) dropped++;
     if (dropped === legs.length) {
-      plan.failed = mediaError(refused);
-      relay.counted(refused ? 'refused' : 'failed');
-    } else if (tried) relay.counted(plan.engine ? 'relayed' : 'unrelayed');
+      plan.failed = mediaError(plan.refused);
+      relay.counted(plan.refused ? 'refused' : 'failed');
+    } else if (plan.tried) relay.counted(plan.engine ? 'relayed' : 'unrelayed');
     return plan;
+  }
+
+  /**
+   * Leg `i` of the plan (a first branch, or one a 3xx added): its offer through the call's
+   * engine when MEDIA_RELAY relays it. False when the leg is dropped (it needed the relay
+   * and no engine took it, or the engine refused the SDP).
+   */
+  private async offerMediaLeg(ctx: IncomingRequest, plan: MediaPlan, leg: { dest: Destination }, i: number): Promise<boolean> {
+    const relay = this.opts.media;
+    plan.legs[i] = 'plain';
+    if (!relay) return true;
+    const calleeWebrtc = isWebrtcLeg(leg.dest.transport, null);
+    if (!relay.relays(plan.callerWebrtc, calleeWebrtc)) return true;
+    plan.tried = true;
+    const needed = MediaRelay.needed(plan.callerWebrtc, calleeWebrtc);
+    if (plan.late) {
+      plan.engine ??= relay.choose() ?? undefined;
+      if (plan.engine) plan.legs[i] = 'relayed';
+      else if (needed) {
+        plan.legs[i] = 'dropped';
+        return false;
+      }
+      return true;
+    }
+    try {
+      const r = await relay.offer({ callId: ctx.callId, fromTag: plan.fromTag, branch: `b${i}`, sdp: ctx.req.body.toString('utf8'), calleeWebrtc, engine: plan.engine });
+      plan.engine = r.engine;
+      plan.sdp[i] = r.sdp;
+      plan.legs[i] = 'relayed';
+      return true;
+    } catch (err) {
+      // An engine that refuses the SDP refuses the call (488), needed or not: the SDP is the
+      // problem, and MEDIA_RELAY=always promises that no address goes through unrelayed.
+      // An engine that cannot be reached only stops the calls that need it.
+      const drop = needed || err instanceof RtpengineRejectedError;
+      if (err instanceof RtpengineRejectedError) plan.refused = err;
+      this.log.warn({ callId: ctx.callId, needed, err: err instanceof Error ? err.message : String(err) }, drop ? 'media relay failed: branch dropped' : 'media relay failed: branch not relayed');
+      if (drop) plan.legs[i] = 'dropped';
+      return !drop;
+    }
   }
 
   /**
@@ -597,6 +761,7 @@ export class SipProxy implements RequestProcessor {
     // The source address feeds the password-guessing guard, as for REGISTER.
     const out = await this.opts.auth.authenticate(ctx.req, domain, from.uri.user, true, ctx.flow.remoteAddress);
     if (!out.ok) {
+      if (out.kind === 'bad-request') throw new SipError(400, 'Bad Request', 'AUTH_URI_MISMATCH', [['Warning', '399 sip-edge "digest uri does not name the Request-URI"']]);
       if (out.kind === 'forbidden') throw new SipError(403, 'Forbidden', out.reason === 'cooling-off' ? 'AUTH_COOLING_OFF' : 'AUTH_USER_MISMATCH');
       this.log.debug({ callId: ctx.callId, reason: out.reason, src: ctx.received }, 'request challenged');
       throw new SipError(407, 'Proxy Authentication Required', 'AUTH_CHALLENGE', out.headers);
@@ -613,8 +778,8 @@ export class SipProxy implements RequestProcessor {
   }
 
   /** Request-URI → target: an endpoint (404 when none), an application of the caller's account, a number. */
-  private async resolve(req: SipRequest, caller: Caller): Promise<Target> {
-    let uri = parseUri(req.uri);
+  private async resolve(requestUri: string, caller: Caller): Promise<Target> {
+    let uri = parseUri(requestUri);
     if (!uri) throw new SipError(416, 'Unsupported URI Scheme', 'PROXY_BAD_URI');
     const gruu = this.opts.gruus?.parse(uri) ?? null;
     if (gruu === 'invalid') throw new SipError(404, 'Not Found', 'PROXY_BAD_GRUU');
@@ -793,6 +958,10 @@ interface MediaPlan {
   earlyTags: Array<string | undefined>;
   /** Why the call cannot proceed (every leg dropped): 503, or 488 when the engine refused the SDP. */
   failed: SipError | null;
+  /** The engine refused an offer (a leg dropped for it). */
+  refused: RtpengineRejectedError | null;
+  /** Some leg was for the relay to take (counted once in sip_media_calls_total). */
+  tried: boolean;
   /** The branch whose 2xx won. */
   winner?: number;
 }

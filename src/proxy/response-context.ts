@@ -30,6 +30,11 @@ interface Branch {
   cancelReason: string | null;
   /** The last 2xx of this branch rewritten by transformUp: its To tag, body as received and as sent. */
   rewritten?: { toTag: string | null; received: Buffer; sent: Buffer };
+  /**
+   * Its 3xx was recursed on (§16.7 step 4): every Contact became a branch of its own, so
+   * the contactless response is not a candidate for the best response.
+   */
+  recursed?: boolean;
 }
 
 export interface ResponseContextEvents {
@@ -64,6 +69,14 @@ export interface ResponseContextOptions {
    * upstream in the order received, each after the rewrites before it.
    */
   transformUp?: (up: SipResponse, branch: number) => Promise<void>;
+  /**
+   * A 3xx arrived on a branch and no 2xx has gone upstream (RFC 3261 §16.7 step 4,
+   * §16.5): the handler may fork new branches on this context for the Contacts it
+   * follows and resolves with how many it added. With at least one, the 3xx is not
+   * a candidate for the best response; with none, it is kept as received. Absent =
+   * 3xx responses are candidates like any other (passed upstream when best).
+   */
+  redirect?: (up: SipResponse) => Promise<number>;
 }
 
 const NO_OP_USER: ClientTransactionUser = { onResponse() {}, onFailure() {} };
@@ -90,6 +103,8 @@ export class ResponseContext implements ClientTransactionUser {
   private endedBy: 'caller-cancel' | 'no-answer' | undefined;
   /** Upstream sends waiting for a rewrite (transformUp), in order. */
   private upstream: Promise<void> = Promise.resolve();
+  /** 3xx responses whose Contacts the redirect handler is still looking at: no best response meanwhile. */
+  private redirecting = 0;
 
   constructor(private readonly opts: ResponseContextOptions) {
     this.isInvite = opts.server.method === 'INVITE';
@@ -141,6 +156,11 @@ export class ResponseContext implements ClientTransactionUser {
     const b: Branch = { tx: null, request, destination, provisional: false, final: null, cancel: 'none', cancelReason: null };
     this.branches.push(b);
     b.tx = this.opts.layer.request(request, destination, this, { loop });
+  }
+
+  /** New branches may still be added (no 2xx forwarded, no final chosen, not ended by CANCEL or timeout). */
+  get open(): boolean {
+    return !this.answered && !this.finalChosen && this.endedBy === undefined && !this.opts.server.finalSent;
   }
 
   /** No branch could be tried: answer with this (480 and the like). */
@@ -199,6 +219,22 @@ export class ResponseContext implements ClientTransactionUser {
     }
     if (b.final !== null) return; // this branch was already given an outcome here (timeout, CANCEL)
     b.final = { status: s, reason: res.reason, response: up };
+    const redirect = this.opts.redirect;
+    if (s < 400 && redirect && !this.answered && !this.finalChosen && !server.finalSent && this.endedBy === undefined) {
+      this.redirecting++;
+      void redirect(up)
+        .then(
+          (added) => {
+            if (added > 0) b.recursed = true;
+          },
+          (err: unknown) => this.opts.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'redirect not followed'),
+        )
+        .finally(() => {
+          this.redirecting--;
+          this.maybeFinish();
+        });
+      return;
+    }
     // §16.7 step 5 (6xx): the proxy SHOULD cancel all pending branches.
     if (s >= 600 && this.isInvite) for (const other of this.branches) if (other.final === null) this.cancelBranch(other, null);
     this.maybeFinish();
@@ -282,11 +318,13 @@ export class ResponseContext implements ClientTransactionUser {
   /** Once every branch has a final outcome, the best one goes upstream (§16.7 step 6). */
   private maybeFinish(): void {
     const server = this.opts.server;
-    if (server.finalSent || this.answered || this.finalChosen) return;
+    if (server.finalSent || this.answered || this.finalChosen || this.redirecting > 0) return;
     if (this.branches.some((b) => b.final === null)) return;
     this.finalChosen = true;
     this.stopTimers();
-    const finals = this.branches.map((b) => b.final as BranchFinal);
+    // §16.7 step 4: a 3xx whose Contacts all became branches is no candidate (they answer for it).
+    const candidates = this.branches.filter((b) => !b.recursed);
+    const finals = (candidates.length > 0 ? candidates : this.branches).map((b) => b.final as BranchFinal);
     const best = finals[chooseBest(finals.map((f) => f.status))] ?? { status: 408, reason: 'Request Timeout', response: null };
     this.opts.log.debug({ method: server.method, status: best.status, branches: finals.map((f) => f.status) }, 'best response');
     if (best.status === 503) {

@@ -54,7 +54,8 @@ export class Registrar {
    */
   private readonly flows = new Map<string, Map<string, HeldAor>>();
   /** connId → its transport, for closing it (connection ids are opaque). */
-  private readonly flowTransport = new Map<string, SipTransportName>();
+  /** connId → the flow itself (its transport, to close or re-hold it). */
+  private readonly flowOf = new Map<string, Flow>();
 
   constructor(private readonly opts: RegistrarOptions) {
     this.now = opts.now ?? Date.now;
@@ -79,6 +80,7 @@ export class Registrar {
     const auth = await this.opts.auth.authenticate(req, aor.domain, aor.user, false, flow.remoteAddress);
     if (!auth.ok) {
       this.opts.onOutcome?.(auth.kind === 'challenge' ? 'challenged' : 'rejected', flow.transport);
+      if (auth.kind === 'bad-request') throw new SipError(400, 'Bad Request', 'AUTH_URI_MISMATCH', [['Warning', '399 sip-edge "digest uri does not name the Request-URI"']]);
       if (auth.kind === 'forbidden') throw new SipError(403, 'Forbidden', auth.reason === 'cooling-off' ? 'AUTH_COOLING_OFF' : 'AUTH_USER_MISMATCH');
       log.debug({ aor: aorKey(aor), reason: auth.reason, src: received }, 'register challenged');
       return { status: 401, reason: 'Unauthorized', headers: auth.headers };
@@ -183,7 +185,7 @@ export class Registrar {
       if (!wrote) return 0;
       if (!m) {
         this.flows.set(connId, (m = new Map()));
-        this.flowTransport.set(connId, flow.transport);
+        this.flowOf.set(connId, flow);
       }
       // Kept for the life of the flow: copies, not slices of the request text.
       entry = { domain: ownString(aor.domain), user: ownString(aor.user), until: 0 };
@@ -191,6 +193,13 @@ export class Registrar {
       this.opts.onFlowAor?.(entry);
     }
     entry.until = until;
+    // What a liveness probe over this flow names (README "Flows"): the latest binding here.
+    for (const b of bindings) {
+      if (b.connId === connId && b.nodeId === this.opts.nodeId && b.expiresAt === until) {
+        if (entry.probeUri !== b.uri) entry.probeUri = ownString(b.uri);
+        if (entry.probeCallId !== b.callId) entry.probeCallId = ownString(b.callId);
+      }
+    }
     let held = 0;
     for (const e of (m as Map<string, HeldAor>).values()) if (e.until > held) held = e.until;
     this.opts.onFlowHeld?.(flow, held);
@@ -206,7 +215,7 @@ export class Registrar {
     const aors = this.flows.get(connId);
     if (!aors) return;
     this.flows.delete(connId);
-    this.flowTransport.delete(connId);
+    this.flowOf.delete(connId);
     for (const aor of aors.values()) {
       try {
         const live = await this.opts.store.lookup(aor, this.now());
@@ -219,21 +228,41 @@ export class Registrar {
   }
 
   /**
+   * What to probe a quiet stream flow with (README "Flows"): the binding on it that lives
+   * longest. Null when the flow holds no live binding of this process.
+   */
+  flowProbe(connId: string): FlowProbe | null {
+    const m = this.flows.get(connId);
+    if (!m) return null;
+    let best: HeldAor | null = null;
+    for (const e of m.values()) if (e.probeUri && e.probeCallId && e.until > this.now() && (!best || e.until > best.until)) best = e;
+    return best ? { aor: { domain: best.domain, user: best.user }, uri: best.probeUri as string, callId: best.probeCallId as string } : null;
+  }
+
+  /**
    * The API removed every binding of an endpoint (password change, delete,
    * disable): the TCP/TLS/WS flows that carried its bindings are closed unless
-   * another endpoint still uses them (docs/design.md "Domain model"). Returns how
-   * many flows were closed.
+   * another endpoint still uses them (docs/design.md "Domain model"); a flow that
+   * stays is held only as long as the bindings left on it need (its hold time is
+   * recomputed, so it can be cut as idle once they end). Returns how many flows
+   * were closed.
    */
   endpointRemoved(aor: Aor): number {
     const k = aorKey(aor);
     let closed = 0;
     for (const [connId, m] of this.flows) {
-      if (!m.delete(k) || m.size > 0) continue;
+      if (!m.delete(k)) continue;
+      const flow = this.flowOf.get(connId);
+      if (m.size > 0) {
+        let held = 0;
+        for (const e of m.values()) if (e.until > held) held = e.until;
+        if (flow) this.opts.onFlowHeld?.(flow, held);
+        continue;
+      }
       this.flows.delete(connId);
-      const transport = this.flowTransport.get(connId);
-      this.flowTransport.delete(connId);
-      if (transport) {
-        this.opts.closeFlow?.(transport, connId);
+      this.flowOf.delete(connId);
+      if (flow) {
+        this.opts.closeFlow?.(flow.transport, connId);
         closed++;
       }
     }
@@ -244,6 +273,16 @@ export class Registrar {
 /** An AOR with bindings on a flow, and the latest expiry among them (ms). */
 interface HeldAor extends Aor {
   until: number;
+  /** Contact URI and Call-ID of that latest binding: what a liveness probe names. */
+  probeUri?: string;
+  probeCallId?: string;
+}
+
+/** What an OPTIONS probe over a flow names: the AOR and the Contact and Call-ID of its latest live binding there. */
+export interface FlowProbe {
+  aor: Aor;
+  uri: string;
+  callId: string;
 }
 
 /**

@@ -141,6 +141,7 @@ export class Hardening {
     location: LocationStore;
     transactions: () => number;
     storeUp: () => boolean;
+    authUriMismatches: () => number;
   }): MetricSources {
     const limiter = this.rateLimiter;
     const guard = this.guard;
@@ -161,6 +162,7 @@ export class Hardening {
         authRefused: () => ({ ...guard.refused }),
         requestsRefused: () => ({ ...gate.refused }),
         storeErrors: () => guard.storeErrors,
+        authUriMismatches: s.authUriMismatches,
       },
     };
   }

@@ -28,6 +28,19 @@ interface Conn {
   last: number;
   /** Carries a live binding until then (ms): never cut as idle before. 0 = none. */
   holdUntil: number;
+  /** When the edge wrote a request (or a probe) that nothing has been heard in reply to since (ms); 0 = none. */
+  awaiting: number;
+  /** When the last OPTIONS probe was written (ms); 0 = never. */
+  probedAt: number;
+}
+
+/** Whether bytes written are a request that its peer answers (not a response, not an ACK). */
+function expectsAnswer(data: Buffer): boolean {
+  // "SIP/2.0 …" is a response; "ACK …" is never answered; CRLF keep-alives neither.
+  const c = data[0];
+  if (c === 0x53 /* S */ && data[1] === 0x49 && data[2] === 0x50 && data[3] === 0x2f) return false;
+  if (c === 0x41 /* A */ && data[1] === 0x43 && data[2] === 0x4b && data[3] === 0x20) return false;
+  return c !== 0x0d && c !== undefined;
 }
 
 let nextConnId = 0;
@@ -45,6 +58,11 @@ export class StreamTransport implements Transport {
   private local: BoundAddress = { address: '', port: 0 };
   private readonly headerMs: number;
   private readonly pingMs: number;
+  private sweeper: NodeJS.Timeout | null = null;
+  /** Flows cut because a request or probe written to them went unanswered (sip_flows_unanswered_total). */
+  unansweredCuts = 0;
+  /** OPTIONS probes written to quiet held flows. */
+  probesSent = 0;
 
   constructor(
     readonly name: 'tcp' | 'tls',
@@ -78,6 +96,10 @@ export class StreamTransport implements Transport {
     server.on('error', (err) => this.log.error({ err }, `${this.name} server error`));
     this.server = server;
     this.closed = null;
+    // One sweep per listener (as for WebSockets): probes quiet held flows, cuts unanswered ones.
+    const step = Math.max(250, Math.min(5000, Math.floor(this.pingMs / 4)));
+    this.sweeper ??= setInterval(() => this.sweep(Date.now()), step);
+    this.sweeper.unref();
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen({ port: this.opts.port, host: this.opts.host, ipv6Only: false }, () => {
@@ -112,7 +134,7 @@ export class StreamTransport implements Transport {
       localPort: this.local.port,
       connId,
     };
-    const conn: Conn = { socket, flow, last: Date.now(), holdUntil: 0 };
+    const conn: Conn = { socket, flow, last: Date.now(), holdUntil: 0, awaiting: 0, probedAt: 0 };
     this.conns.set(connId, conn);
     const framer = new StreamFramer({ maxMessageSize: this.opts.maxMessageSize });
     socket.setNoDelay(true);
@@ -160,6 +182,8 @@ export class StreamTransport implements Transport {
     );
     socket.on('data', (chunk: Buffer) => {
       conn.last = Date.now();
+      // Anything from the peer answers (a frozen process sends nothing, though its kernel ACKs).
+      conn.awaiting = 0;
       const events = framer.push(chunk);
       if (events.length > 0) {
         // Something complete arrived: the clock restarts for whatever follows.
@@ -191,8 +215,38 @@ export class StreamTransport implements Transport {
     const conn = flow.connId ? this.conns.get(flow.connId) : undefined;
     // The connection must still be the one the flow names (id and peer): never another client's.
     if (!conn || conn.socket.destroyed || !samePeer(flow, conn.flow)) return false;
+    if (conn.awaiting === 0 && expectsAnswer(data)) conn.awaiting = Date.now();
     conn.socket.write(data);
     return true;
+  }
+
+  /**
+   * Liveness beyond the kernel's keep-alive (README "Flows", docs/flows.md): a process that
+   * stops reading while its kernel still ACKs looks alive to TCP, and Linux sends no
+   * keep-alive probe while written data is unacknowledged. So (1) a flow that holds a live
+   * binding and has been quiet for SIP_PING_INTERVAL gets a SIP OPTIONS (once per quiet
+   * spell), and (2) any flow on which a request or probe has gone unanswered — no byte at
+   * all back — for 2 × SIP_PING_INTERVAL is cut, which removes its bindings.
+   */
+  private sweep(now: number): void {
+    const limit = 2 * this.pingMs;
+    for (const [connId, c] of this.conns) {
+      if (c.socket.destroyed) continue;
+      if (c.awaiting !== 0 && now - c.awaiting >= limit) {
+        this.unansweredCuts++;
+        this.log.info({ connId, transport: this.name, remote: `${c.flow.remoteAddress}:${c.flow.remotePort}`, silentMs: now - c.last }, 'stream flow cut: request or probe unanswered');
+        c.socket.destroy();
+        continue;
+      }
+      if (c.holdUntil > now && now - c.last >= this.pingMs && c.probedAt <= c.last && this.opts.probe) {
+        const probe = this.opts.probe(c.flow);
+        if (!probe) continue;
+        c.probedAt = now;
+        this.probesSent++;
+        if (c.awaiting === 0) c.awaiting = now;
+        c.socket.write(probe);
+      }
+    }
   }
 
   connectionCount(): number {
@@ -221,6 +275,8 @@ export class StreamTransport implements Transport {
 
   /** Stop listening, then end every connection (flushing what was written), cutting stragglers. */
   async stop(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
     if (!this.server) return;
     this.stopAccepting();
     const closed = this.closed;

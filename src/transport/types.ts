@@ -45,6 +45,10 @@ export interface Transport {
    * probed instead (README "Flows", docs/flows.md). Stream transports only.
    */
   holdFlow?(connId: string, until: number): void;
+  /** TCP/TLS: OPTIONS probes written to quiet flows that hold bindings (README "Flows"). */
+  readonly probesSent?: number;
+  /** TCP/TLS: flows cut because a request or probe written to them went unanswered. */
+  readonly unansweredCuts?: number;
   /** Stop accepting connections; open flows stay until {@link stop} (graceful shutdown). */
   stopAccepting?(): void;
   stop(): Promise<void>;
@@ -125,4 +129,9 @@ export interface ListenerOptions {
   gate?: ConnectionGate;
   /** TLS settings; absent for plain TCP and WS. */
   tls?: TlsSettings;
+  /**
+   * TCP/TLS: the bytes of a SIP OPTIONS probe for a quiet flow that holds live bindings
+   * (README "Flows"), or null when nothing on it is to be probed.
+   */
+  probe?: (flow: Flow) => Buffer | null;
 }

@@ -15,12 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { provision, redisStores } from '../support/provision.js';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { startServer, type ServerProcess } from '../support/server-process.js';
-import { authorize, parseResponse, registerMessage, registerWithAuth, streamConn, wsConn, type SipConn } from '../support/sip-client.js';
+import { authorize, parseResponse, registerMessage, registerWithAuth, streamConn, udpConn, wsConn, type SipConn } from '../support/sip-client.js';
 import { callId, metric, options, register, scrape, sleep, udpClient, type Endpoint } from '../support/security.js';
 
 const DOMAIN = 'ops.sip.localhost';
 const ep = (user: string): Endpoint => ({ user, domain: DOMAIN, password: `${user}-secret-pw` });
-const ENDPOINTS = ['u-udp', 'u-tcp', 'u-tls', 'u-ws', 'u-wss', 'u-drain', 'u-tls2', 'u-wss2'].map(ep);
+const ENDPOINTS = ['u-udp', 'u-tcp', 'u-tls', 'u-ws', 'u-wss', 'u-drain', 'u-tls2', 'u-wss2', 'u-digest'].map(ep);
 const byName = (n: string): Endpoint => ENDPOINTS.find((e) => e.user === n) as Endpoint;
 
 const spec = (conn: SipConn, e: Endpoint, transport: 'UDP' | 'TCP' | 'TLS' | 'WS' | 'WSS') => ({
@@ -120,6 +120,31 @@ describe('operability (real server on Redis)', () => {
     expect(metric(m, 'http_request_duration_seconds_count', { route: '/readyz' })).toBeGreaterThanOrEqual(1);
     expect(metric(m, 'process_unhandled_rejections_total')).toBe(0);
     expect(metric(m, 'process_resident_memory_bytes')).toBeGreaterThan(10 * 1024 * 1024);
+  });
+
+  it('refuses a valid digest computed for another resource (uri sip:elsewhere.example) with 400, counted; the Request-URI, the account domain and this node\'s address are accepted', async () => {
+    const conn = await udpConn('127.0.0.1', server.ports.udp as number);
+    conns.push(conn);
+    const e = byName('u-digest');
+    const before = metric(await scrape(server.ports.http as number), 'sip_auth_uri_mismatch_total');
+    const attempt = async (uri: string): Promise<ReturnType<typeof parseResponse>> => {
+      const s = spec(conn, e, 'UDP');
+      conn.send(registerMessage({ ...s, cseq: 1 }));
+      const challenge = parseResponse(await conn.next());
+      expect(challenge.status).toBe(401);
+      const authorization = authorize(challenge.all('www-authenticate').find((c) => c.includes('MD5')) as string, { user: e.user, password: e.password, method: 'REGISTER', uri });
+      conn.send(registerMessage({ ...s, cseq: 2, authorization }));
+      return parseResponse(await conn.next());
+    };
+    const refused = await attempt('sip:elsewhere.example');
+    expect(refused.status).toBe(400);
+    expect(refused.header('warning')).toMatch(/digest uri/);
+    expect(refused.all('contact')).toEqual([]);
+    expect(metric(await scrape(server.ports.http as number), 'sip_auth_uri_mismatch_total')).toBe(before + 1);
+    // Another account's domain is another resource too.
+    expect((await attempt('sip:other.sip.localhost')).status).toBe(400);
+    for (const ok of [`sip:${DOMAIN}`, `sip:127.0.0.1:${server.ports.udp}`]) expect((await attempt(ok)).status, ok).toBe(200);
+    expect(metric(await scrape(server.ports.http as number), 'sip_auth_uri_mismatch_total')).toBe(before + 2);
   });
 
   it('counts store errors while Redis does not answer', async () => {

@@ -10,7 +10,8 @@
  * AORs, different CSeq methods).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cidStr, sipp, startEdge, type Account, type Edge, type Endpoint, type SippResult } from '../support/proxy-harness.js';
+import { getHeader } from '../../src/sip/headers.js';
+import { cidStr, sipp, startEdge, TestUa, type Account, type Edge, type Endpoint, type SippResult } from '../support/proxy-harness.js';
 
 /** The edge's no-answer timeout in this suite, seconds. */
 const NO_ANSWER_S = 2;
@@ -55,6 +56,60 @@ describe('calls between registered SIPp endpoints through the edge', () => {
     const caller = await sipp({ scenario: uac, port, transport, endpoint: a, cidStr: cid, keys: { callee: b.username }, pauseMs: opts.uacPauseMs });
     return { caller, callee: await callee };
   };
+
+  describe('3xx recursion (RFC 3261 §16.5, §16.7 step 4; README "Redirects")', () => {
+    /**
+     * B (SIPp) registers and answers the INVITE with 302 naming `redirectTo`; A (a small UA)
+     * calls B with SIPp's Call-ID (SIPp maps an INVITE to its call by Call-ID).
+     */
+    const redirected = async (redirectTo: (b: Endpoint, c: Endpoint) => string, headers: string[] = []) => {
+      n++;
+      const a = await edge.newEndpoint(account, `rcaller${n}`);
+      const b = await edge.newEndpoint(account, `rredirect${n}`);
+      const c = await edge.newEndpoint(account, `rtarget${n}`);
+      const port = edge.server.ports.udp as number;
+      const [ua, uc] = [await TestUa.start(port, a), await TestUa.start(port, c)];
+      try {
+        expect(await ua.register()).toBe(200);
+        expect(await uc.register()).toBe(200);
+        const cid = cidStr();
+        const bRun = sipp({ scenario: 'call-uas-redirect.xml', port, transport: 'udp', endpoint: b, cidStr: cid, keys: { redirect_to: redirectTo(b, c) } });
+        await edge.waitBindings(b, 1);
+        const res = await ua.call('INVITE', `sip:${b.username}@${account.sipDomain}`, { callId: cid.replace('%u', '1'), headers });
+        return { res, b: await bRun, c: uc, cUser: c.username, cPort: uc.port };
+      } finally {
+        ua.close();
+        uc.close();
+      }
+    };
+
+    it('follows a 302 to another endpoint of the account: the caller gets the new target\'s 200, B gets its ACK', async () => {
+      const r = await redirected((_b, c) => `${c.username}@${account.sipDomain}`);
+      expect(r.res.status).toBe(200);
+      expect(getHeader(r.res, 'contact')).toBe(`<sip:${r.cUser}@127.0.0.1:${r.cPort}>`);
+      completed(r.b, 'redirecting endpoint');
+      expect(r.c.requests.map((q) => q.method)).toEqual(['INVITE', 'BYE']);
+    });
+
+    it('passes the 302 upstream, Contact intact, when the request says Request-Disposition: no-recurse (RFC 3841)', async () => {
+      const r = await redirected((_b, c) => `${c.username}@${account.sipDomain}`, ['Request-Disposition: no-recurse']);
+      expect(r.res.status).toBe(302);
+      expect(getHeader(r.res, 'contact')).toBe(`<sip:${r.cUser}@${account.sipDomain}>`);
+      completed(r.b, 'redirecting endpoint');
+      expect(r.c.requests).toHaveLength(0);
+    });
+
+    it('does not loop on a 302 back to the same endpoint, nor relay to a foreign host: the 302 goes upstream', async () => {
+      const self = await redirected((b) => `${b.username}@${account.sipDomain}`);
+      expect(self.res.status).toBe(302);
+      completed(self.b, 'self-redirecting endpoint');
+      const foreign = await redirected(() => 'someone@elsewhere.example');
+      expect(foreign.res.status).toBe(302);
+      expect(getHeader(foreign.res, 'contact')).toBe('<sip:someone@elsewhere.example>');
+      completed(foreign.b, 'redirecting endpoint');
+      expect(foreign.c.requests).toHaveLength(0);
+    });
+  });
 
   describe.each(['udp', 'tcp'] as const)('over %s', (transport) => {
     it('sets up an answered call: 407 then INVITE → 180 → 200 → ACK along the Record-Route, then BYE → 200', async () => {

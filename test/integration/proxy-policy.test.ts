@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getHeader } from '../../src/sip/headers.js';
 import type { SipResponse } from '../../src/sip/message.js';
-import { startEdge, TestUa, type Account, type Edge, type Endpoint, type Flags } from '../support/proxy-harness.js';
+import { sdp, startEdge, TestDialog, TestUa, type Account, type Edge, type Endpoint, type Flags } from '../support/proxy-harness.js';
 
 const NUMBER = '+14155550100';
 
@@ -251,6 +251,55 @@ describe('endpoint policy flags and the KYC block at the edge', () => {
         ...common(ua, cid, 'BYE', ';tag=t1'),
       ]);
       expect(withRoute.status).toBe(404);
+    });
+  });
+
+  describe('policy on every request of a dialog (issue 28 item 3)', () => {
+    // An account of its own: these calls must not use up the shared account's cps_limit.
+    let dialogs: Account;
+    beforeAll(async () => {
+      dialogs = await edge.newAccount();
+    });
+    const offer = (port: number, video: boolean) => ({ type: 'application/sdp', text: sdp(port, video) });
+
+    it('applies a flag turned off during a call to the next re-INVITE and MESSAGE of either party; an audio re-INVITE and the BYE still pass', async () => {
+      const a = await party({ allow_video: true }, { in: dialogs });
+      const b = await party({ allow_video: true }, { in: dialogs });
+      expect((await a.ua.call('INVITE', b.uri, { keep: true })).status).toBe(200);
+      const dialog = a.ua.lastDialog as TestDialog;
+      // Video while both allow it reaches the callee.
+      expect((await dialog.request('INVITE', 10, offer(a.ua.port, true))).status).toBe(200);
+      const reached = b.ua.requests.filter((r) => r.method === 'INVITE').length;
+      expect(reached).toBe(2);
+      await edge.updateEndpoint(b.e, { allow_video: false, allow_message: false });
+      refused(await dialog.request('INVITE', 11, offer(a.ua.port, true)), 'allow_video', 'callee');
+      refused(await dialog.request('UPDATE', 12, offer(a.ua.port, true)), 'allow_video', 'callee');
+      refused(await dialog.request('MESSAGE', 13, { type: 'text/plain', text: 'hi' }), 'allow_message', 'callee');
+      await edge.updateEndpoint(a.e, { allow_video: false });
+      await edge.updateEndpoint(b.e, { allow_video: true });
+      refused(await dialog.request('INVITE', 14, offer(a.ua.port, true)), 'allow_video', 'caller');
+      // None of the refused requests reached the callee.
+      expect(b.ua.requests.filter((r) => r.method === 'INVITE')).toHaveLength(reached);
+      expect(b.ua.requests.some((r) => r.method === 'UPDATE' || r.method === 'MESSAGE')).toBe(false);
+      expect((await dialog.request('INVITE', 15, offer(a.ua.port, false))).status).toBe(200);
+      expect(await dialog.bye()).toBe(200);
+    });
+
+    it('refuses a re-INVITE from a party whose endpoint was deleted during the call, and lets its BYE through', async () => {
+      const a = await party({}, { in: dialogs });
+      const b = await party({}, { in: dialogs });
+      expect((await a.ua.call('INVITE', b.uri, { keep: true })).status).toBe(200);
+      const dialog = a.ua.lastDialog as TestDialog;
+      const del = await fetch(`${edge.base}/api/v1/Account/${dialogs.authId}/Endpoint/${a.e.endpointId}/`, {
+        method: 'DELETE',
+        headers: { 'X-Auth-ID': dialogs.authId, 'X-Auth-Token': dialogs.authToken },
+      });
+      expect(del.status).toBe(204);
+      const res = await dialog.request('INVITE', 10, offer(a.ua.port, false));
+      expect(res.status).toBe(403);
+      expect(getHeader(res, 'warning')).toBe('399 sip-edge "the caller\'s endpoint was removed"');
+      expect(b.ua.requests.filter((r) => r.method === 'INVITE')).toHaveLength(1);
+      expect(await dialog.bye()).toBe(200);
     });
   });
 

@@ -101,7 +101,7 @@ export class TestUa {
 
   constructor(
     private readonly edgePort: number,
-    private readonly user: string,
+    readonly user: string,
     private readonly domain: string,
     private readonly password: string,
   ) {
@@ -210,8 +210,12 @@ export class TestUa {
    * once; resolves with the final response. A 200 to an INVITE is ACKed and
    * the call hung up (BYE along the Record-Route) unless `keep`.
    */
-  async call(method: 'INVITE' | 'MESSAGE' | 'OPTIONS', target: string, opts: { video?: boolean; keep?: boolean; sdp?: string } = {}): Promise<SipResponse> {
-    const callId = randomBytes(8).toString('hex');
+  async call(
+    method: 'INVITE' | 'MESSAGE' | 'OPTIONS',
+    target: string,
+    opts: { video?: boolean; keep?: boolean; sdp?: string; callId?: string; headers?: string[] } = {},
+  ): Promise<SipResponse> {
+    const callId = opts.callId ?? randomBytes(8).toString('hex');
     const tag = randomBytes(4).toString('hex');
     const body = method === 'INVITE' ? (opts.sdp ?? sdp(this.port, opts.video ?? false)) : method === 'MESSAGE' ? 'hello' : '';
     const type = method === 'INVITE' ? 'application/sdp' : method === 'MESSAGE' ? 'text/plain' : null;
@@ -225,6 +229,7 @@ export class TestUa {
         `Call-ID: ${callId}`,
         `CSeq: ${cseq} ${method}`,
         `Contact: <sip:${this.user}@127.0.0.1:${this.port}>`,
+        ...(opts.headers ?? []),
         ...(auth ? [`Proxy-Authorization: ${auth}`] : []),
         ...(type ? [`Content-Type: ${type}`] : []),
         `Content-Length: ${Buffer.byteLength(body)}`,
@@ -286,7 +291,7 @@ export class TestDialog {
     this.target = parseNameAddr(getHeader(ok, 'contact') ?? '')?.uri.raw ?? '';
   }
 
-  send(method: string, cseq: number): void {
+  send(method: string, cseq: number, body?: { type: string; text: string }): void {
     const ua = this.ua;
     this.ua.send(
       [
@@ -298,11 +303,22 @@ export class TestDialog {
         `To: ${getHeader(this.ok, 'to')}`,
         `Call-ID: ${this.callId}`,
         `CSeq: ${cseq} ${method}`,
-        'Content-Length: 0',
+        ...(method === 'INVITE' ? [`Contact: <sip:${ua.user}@127.0.0.1:${ua.port}>`] : []),
+        ...(body ? [`Content-Type: ${body.type}`] : []),
+        `Content-Length: ${body ? Buffer.byteLength(body.text) : 0}`,
         '',
-        '',
+        body?.text ?? '',
       ].join('\r\n'),
     );
+  }
+
+  /** An in-dialog request (re-INVITE, UPDATE, MESSAGE …) and its final response; a 2xx to a re-INVITE is ACKed. */
+  async request(method: string, cseq: number, body?: { type: string; text: string }): Promise<SipResponse> {
+    const done = this.ua.next((m) => m.kind === 'response' && m.status >= 200 && getHeader(m, 'call-id') === this.callId && getHeader(m, 'cseq') === `${cseq} ${method}`);
+    this.send(method, cseq, body);
+    const res = (await done) as SipResponse;
+    if (method === 'INVITE' && res.status < 300) this.send('ACK', cseq);
+    return res;
   }
 
   async bye(): Promise<number> {
