@@ -61,7 +61,8 @@ function checkType(type: string, v: unknown, at: string, out: string[]): void {
   if ('$literal' in m) {
     // Union[Literal[...], Any]: any value parses; a plain Literal must be one of them.
     const lit = m.$literal as string;
-    if (/Any\]$/.test(lit)) return;
+    // Union[Literal[...], Any] or Union[Optional[Any], …]: any value parses.
+    if (/\bAny\b/.test(lit)) return;
     if (!lit.includes(JSON.stringify(v).replaceAll('"', "'"))) out.push(`${at}: ${JSON.stringify(v)} not in ${lit}`);
     return;
   }
@@ -83,7 +84,9 @@ export function modelProblems(name: string, value: unknown, at = name): string[]
     }
     const v = obj[k];
     if (v === null) {
-      if (!f.nullable && f.type !== 'Any') out.push(`${at}.${k}: null`);
+      const alias = SDK_MODELS[f.type];
+      const aliasTakesNull = alias !== undefined && '$literal' in alias && /Optional\[|\bAny\b/.test(alias.$literal as string);
+      if (!f.nullable && f.type !== 'Any' && !aliasTakesNull) out.push(`${at}.${k}: null`);
       continue;
     }
     checkType(f.type, v, `${at}.${k}`, out);
