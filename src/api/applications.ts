@@ -175,8 +175,9 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: ApiContext)
             body: {
               api_id: req.id,
               message: 'created',
+              // Exactly the SDK's CreateApplicationResponse (it refuses other fields); the
+              // resource_uri is that of the retrieve.
               app_id: rec.appId,
-              resource_uri: `/v1/Account/${pathAuthId}/Application/${rec.appId}/`,
             },
           };
         }
@@ -228,7 +229,9 @@ export function registerApplicationRoutes(app: FastifyInstance, ctx: ApiContext)
       updatedAt: isoNow(),
     });
     if (!updated) throw notFound('No application with this app_id on this account.');
-    await reply.code(202).send();
+    // The SDK's UpdateApplicationResponse: it parses a body, so an empty one fails it.
+    reply.code(202);
+    return { api_id: req.id, message: 'changed' };
   });
 
   app.delete(one, { schema: { params }, config }, async (req, reply) => {

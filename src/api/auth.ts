@@ -41,6 +41,8 @@ declare module 'fastify' {
     notFound?: 'empty' | 'endpoint';
     /** The route also answers `Accept: text/event-stream` (docs/events.md). */
     eventStream?: boolean;
+    /** The route answers `text/csv` (a CSV export): `Accept: text/csv` is allowed too. */
+    csv?: boolean;
   }
 }
 

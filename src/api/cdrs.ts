@@ -5,12 +5,21 @@
  * - `GET /api/v1/partner/accounts/<customer_auth_id>/CDR/` (a partner's view of its customer);
  * - `POST /api/v1/Account/<auth_id>/SigningSecret/` (a new callback signing secret, shown once);
  * - `GET /api/v1/Account/<auth_id>/CallbackDeadLetter/` (callbacks given up on).
+ *
+ * The vendor SDK's paths serve the same records from the same query in the SDK's
+ * shape (src/api/vendor-cdr.ts): `GET …/Account/<auth_id>/cdr`, `…/cdr/search`,
+ * `…/cdr/recent`, `…/cdr/export` (text/csv), `…/cdr/<call_id>` and the partner's
+ * `GET /api/v1/partner/accounts/<customer_auth_id>/cdrs`.
  */
 import { randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { stringify } from 'csv-stringify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { CdrFilter, CdrRecord } from '../store/calls/calls.js';
-import { customerOf, queryObject, type ApiContext } from './context.js';
+import { CDR_MAX, type CallStatus, type CdrFilter, type CdrPage, type CdrRecord } from '../store/calls/calls.js';
+import type { AccountRecord } from '../store/directory/directory.js';
+import { customerOf, queryObject, type ApiContext, type Customer } from './context.js';
 import { ApiError, badRequest, notFound, type Details } from './errors.js';
+import { csvSafe, VENDOR_CDR_FIELDS, vendorCdr, vendorCdrDetail, vendorPagination, vendorSummary } from './vendor-cdr.js';
 
 const DATE = '^\\d{4}-\\d{2}-\\d{2}$';
 const cdrQuery = {
@@ -81,11 +90,36 @@ function filterOf(q: Record<string, unknown>): CdrFilter {
   };
 }
 
-async function cdrPage(req: FastifyRequest, ctx: ApiContext, domain: string, filter: CdrFilter, pathAuthId: string, base: string): Promise<Record<string, unknown>> {
+/** The one CDR query behind every CDR list, in either shape: the page the query's `page`/`per_page` names. */
+async function queryCdrs(req: FastifyRequest, ctx: ApiContext, domain: string, filter: CdrFilter): Promise<CdrPage & { page: number; perPage: number }> {
   const q = queryObject(req);
   const page = typeof q.page === 'number' ? q.page : 1;
   const perPage = typeof q.per_page === 'number' ? q.per_page : 20;
   const r = await ctx.calls.cdrs(domain, filter, { limit: perPage, offset: (page - 1) * perPage });
+  return { ...r, page, perPage };
+}
+
+/** The caller's filter: the query's, narrowed to its own calls for a sub-account. */
+function customerFilter(req: FastifyRequest, c: Customer): CdrFilter {
+  const filter = filterOf(queryObject(req));
+  if (c.subAccount) filter.subAccount = c.subAccount.authId;
+  return filter;
+}
+
+/** The customer account of a partner's path, or 404 (another partner's customer answers exactly as an unknown one). */
+async function partnerCustomer(req: FastifyRequest, ctx: ApiContext): Promise<AccountRecord> {
+  const p = req.principal;
+  if (p?.kind !== 'partner') throw new ApiError(401, 'unauthorized', 'Partner credentials required.');
+  const { customer_auth_id: id } = req.params as { customer_auth_id: string };
+  const account = await ctx.directory.getAccount(id);
+  if (!account || account.partnerId !== p.partner.id) throw notFound('No such customer account.');
+  return account;
+}
+
+async function cdrPage(req: FastifyRequest, ctx: ApiContext, domain: string, filter: CdrFilter, pathAuthId: string, base: string): Promise<Record<string, unknown>> {
+  const q = queryObject(req);
+  const r = await queryCdrs(req, ctx, domain, filter);
+  const { page, perPage } = r;
   const qs = (p: number): string => {
     const u = new URLSearchParams();
     for (const [k, v] of Object.entries(q)) if (k !== 'page' && v !== undefined) u.set(k, String(v));
@@ -110,8 +144,7 @@ export function registerCdrRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get('/api/v1/Account/:auth_id/CDR/', { schema: { params, querystring: cdrQuery }, config: { access: 'customer' as const } }, async (req) => {
     const c = customerOf(req);
-    const filter = filterOf(queryObject(req));
-    if (c.subAccount) filter.subAccount = c.subAccount.authId;
+    const filter = customerFilter(req, c);
     const pathAuthId = req.principal?.authId ?? c.account.authId;
     return cdrPage(req, ctx, c.account.sipDomain, filter, pathAuthId, `/api/v1/Account/${pathAuthId}/CDR/`);
   });
@@ -126,14 +159,11 @@ export function registerCdrRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   const partnerParams = { type: 'object', properties: { customer_auth_id: { type: 'string', maxLength: 64 } } } as const;
   app.get('/api/v1/partner/accounts/:customer_auth_id/CDR/', { schema: { params: partnerParams, querystring: cdrQuery }, config: { access: 'partner' as const } }, async (req) => {
-    const p = req.principal;
-    if (p?.kind !== 'partner') throw new ApiError(401, 'unauthorized', 'Partner credentials required.');
-    const { customer_auth_id: id } = req.params as { customer_auth_id: string };
-    const account = await ctx.directory.getAccount(id);
-    // Another partner's customer is not found, exactly as an unknown one.
-    if (!account || account.partnerId !== p.partner.id) throw notFound('No such customer account.');
+    const account = await partnerCustomer(req, ctx);
     return cdrPage(req, ctx, account.sipDomain, filterOf(queryObject(req)), account.authId, `/api/v1/partner/accounts/${account.authId}/CDR/`);
   });
+
+  registerVendorCdrRoutes(app, ctx);
 
   app.post('/api/v1/Account/:auth_id/SigningSecret/', { schema: { params }, config: { access: 'account' as const } }, async (req, reply) => {
     const c = customerOf(req);
@@ -163,6 +193,97 @@ export function registerCdrRoutes(app: FastifyInstance, ctx: ApiContext): void {
         created_at: new Date(d.item.createdAt).toISOString(),
         params: d.item.params,
       })),
+    };
+  });
+}
+
+const recentQuery = { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 } } } as const;
+/** The SDK's partner filters (`status` uses `no_answer` where call_status says `no-answer`), plus `page`. */
+const partnerVendorQuery = {
+  type: 'object',
+  properties: {
+    start_date: cdrQuery.properties.start_date,
+    end_date: cdrQuery.properties.end_date,
+    call_direction: cdrQuery.properties.call_direction,
+    status: { type: 'string', enum: ['answered', 'busy', 'failed', 'no_answer', 'no-answer', 'cancelled'] },
+    min_duration: cdrQuery.properties.min_duration,
+    hangup_cause: cdrQuery.properties.hangup_cause,
+    page: cdrQuery.properties.page,
+    per_page: cdrQuery.properties.per_page,
+  },
+} as const;
+
+/** The SDK's paths: the same query as the `CDR/` routes, the SDK's envelope. */
+function registerVendorCdrRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const params = { type: 'object', properties: { auth_id: { type: 'string' }, call_id: { type: 'string', maxLength: 64 } } } as const;
+  const customer = { access: 'customer' as const };
+  const accountIdOf = (req: FastifyRequest, c: Customer): string => req.principal?.authId ?? c.account.authId;
+
+  const list = async (req: FastifyRequest): Promise<Record<string, unknown>> => {
+    const c = customerOf(req);
+    const r = await queryCdrs(req, ctx, c.account.sipDomain, customerFilter(req, c));
+    return {
+      account_id: accountIdOf(req, c),
+      count: r.items.length,
+      data: r.items.map((x) => vendorCdr(x, c.account.authId)),
+      pagination: vendorPagination(r.page, r.perPage, r.total),
+      success: true,
+      summary: vendorSummary(r.totals),
+    };
+  };
+  app.get('/api/v1/Account/:auth_id/cdr', { schema: { params, querystring: cdrQuery }, config: customer }, list);
+
+  app.get('/api/v1/Account/:auth_id/cdr/search', { schema: { params, querystring: cdrQuery }, config: customer }, async (req) => {
+    const q = queryObject(req);
+    const echo = (k: string): string => (typeof q[k] === 'string' ? (q[k] as string) : '');
+    const body = await list(req);
+    // The SDK's SearchCdrsResponse: the list plus the filters it understood ("" when not given).
+    return { ...body, filters: { call_direction: echo('call_direction'), from_number: echo('from_number'), hangup_cause: echo('hangup_cause'), to_number: echo('to_number') } };
+  });
+
+  app.get('/api/v1/Account/:auth_id/cdr/recent', { schema: { params, querystring: recentQuery }, config: customer }, async (req) => {
+    const c = customerOf(req);
+    const q = queryObject(req);
+    const limit = typeof q.limit === 'number' ? q.limit : 20;
+    const filter: CdrFilter = c.subAccount ? { subAccount: c.subAccount.authId } : {};
+    const r = await ctx.calls.cdrs(c.account.sipDomain, filter, { limit, offset: 0 });
+    return { account_id: accountIdOf(req, c), count: r.items.length, data: r.items.map((x) => vendorCdr(x, c.account.authId)), success: true };
+  });
+
+  app.get('/api/v1/Account/:auth_id/cdr/export', { schema: { params, querystring: cdrQuery }, config: { ...customer, csv: true } }, async (req, reply) => {
+    const c = customerOf(req);
+    // Every match (the store keeps at most CDR_MAX per account), not a page.
+    const r = await ctx.calls.cdrs(c.account.sipDomain, customerFilter(req, c), { limit: CDR_MAX, offset: 0 });
+    const csv = stringify({ header: true, columns: [...VENDOR_CDR_FIELDS], cast: { string: csvSafe } });
+    reply.header('content-type', 'text/csv; charset=utf-8');
+    reply.header('content-disposition', `attachment; filename="cdr-${accountIdOf(req, c)}.csv"`);
+    return reply.send(Readable.from(r.items.map((x) => vendorCdr(x, c.account.authId))).pipe(csv));
+  });
+
+  app.get('/api/v1/Account/:auth_id/cdr/:call_id', { schema: { params }, config: customer }, async (req) => {
+    const c = customerOf(req);
+    const { call_id: id } = req.params as { call_id: string };
+    const cdr = await ctx.calls.cdr(c.account.sipDomain, id);
+    if (!cdr || (c.subAccount && cdr.sub_account !== c.subAccount.authId)) throw notFound('No such call record.');
+    return { data: vendorCdrDetail(cdr, c.account.authId), success: true };
+  });
+
+  const partnerParams = { type: 'object', properties: { customer_auth_id: { type: 'string', maxLength: 64 } } } as const;
+  app.get('/api/v1/partner/accounts/:customer_auth_id/cdrs', { schema: { params: partnerParams, querystring: partnerVendorQuery }, config: { access: 'partner' as const } }, async (req) => {
+    const account = await partnerCustomer(req, ctx);
+    const q = queryObject(req);
+    const filter = filterOf(q);
+    if (typeof q.status === 'string') filter.callStatus = (q.status === 'no_answer' ? 'no-answer' : q.status) as CallStatus;
+    const r = await queryCdrs(req, ctx, account.sipDomain, filter);
+    return {
+      account_id: account.authId,
+      count: r.items.length,
+      data: r.items.map((x) => vendorCdr(x, account.authId)),
+      pagination: vendorPagination(r.page, r.perPage, r.total),
+      success: true,
+      // The partner's model types answerRate and total_cost as int.
+      summary: vendorSummary(r.totals, true),
+      account_auth_id: account.authId,
     };
   });
 }

@@ -74,12 +74,22 @@ const BODY_LIMIT = 64 * 1024;
 
 /** Whether an Accept header admits a JSON response (absent, `application/json`, `application/*`, `*\/*`). */
 export function acceptsJson(accept: string | undefined): boolean {
+  return accepts(accept, ['application/json', 'application/*', '*/*']);
+}
+
+/** Whether an Accept header admits CSV (`text/csv`, `text/*`); JSON-or-anything is judged by acceptsJson. */
+function acceptsCsv(accept: string | undefined): boolean {
+  return accept !== undefined && accepts(accept, ['text/csv', 'text/*']);
+}
+
+/** Whether an Accept header (absent or empty: anything) has one of `types` with q > 0. */
+function accepts(accept: string | undefined, types: readonly string[]): boolean {
   if (accept === undefined || accept.trim() === '') return true;
   for (const range of accept.split(',')) {
     const [type = '', ...params] = range.split(';').map((s) => s.trim().toLowerCase());
     const q = params.find((p) => p.startsWith('q='));
     if (q !== undefined && !(Number(q.slice(2)) > 0)) continue;
-    if (type === 'application/json' || type === 'application/*' || type === '*/*') return true;
+    if (types.includes(type)) return true;
   }
   return false;
 }
@@ -263,7 +273,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     };
     const guard = async (req: FastifyRequest): Promise<void> => {
       const accept = headerValue(req, 'accept') ?? undefined;
-      if (!acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept))) {
+      if (!acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;

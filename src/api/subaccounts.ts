@@ -8,10 +8,10 @@
  * calls, so it starts (and stays, until KYC verification exists here) with
  * kyc_calls_blocked true; personal_use rides on the parent's KYC (false).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory/directory.js';
-import { ApiError, badRequest, conflict, notFound } from './errors.js';
-import { bodyObject, customerOf, isoNow, optBool, optString, pageOf, queryObject, validationDetails, type ApiContext } from './context.js';
+import { ApiError, badRequest, conflict, notFound, type ForbiddenFieldMessages } from './errors.js';
+import { bodyObject, customerOf, isoNow, optBool, optString, pageOf, queryObject, validationDetails, type ApiContext, type Customer } from './context.js';
 
 const KYC_MODES = ['personal_use', 'customer_use'] as const;
 
@@ -75,6 +75,55 @@ export function subAccountView(s: SubAccountRecord): Record<string, unknown> {
   };
 }
 
+/** The SDK's create body: ours plus `email` and `password`, accepted and not kept (no console login for sub-accounts). */
+const vendorCreateBody = {
+  ...createBody,
+  properties: { ...createBody.properties, email: { type: ['string', 'null'], maxLength: 254 }, password: { type: ['string', 'null'], maxLength: 128 } },
+} as const;
+
+const vendorListQuery = {
+  type: 'object',
+  additionalProperties: true,
+  properties: {
+    page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 },
+    size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+  },
+} as const;
+
+/**
+ * A SubAccount as the vendor SDK's model (Retrieve/Update/CreateSubaccountResponse,
+ * the list item): exactly its fields, as that model refuses others. `auth_token` is ""
+ * except in the create answer: only the token's hash is kept. The spec's kyc_mode,
+ * business_type and kyc_calls_blocked are on `…/Subaccount/` (the SDK's model has no
+ * place for them).
+ */
+export function vendorSubAccountView(s: SubAccountRecord, apiId: string, rateLimit: number, token = ''): Record<string, unknown> {
+  return {
+    name: s.name,
+    email: null,
+    phone: null,
+    description: null,
+    permissions: null,
+    rate_limit: rateLimit,
+    id: s.authId,
+    parent_account_id: s.parentAuthId,
+    parent_auth_id: s.parentAuthId,
+    auth_id: s.authId,
+    auth_token: token,
+    api_id: apiId,
+    email_verified: false,
+    enabled: s.enabled,
+    created: s.createdAt,
+    modified: s.updatedAt,
+    is_active: s.enabled,
+    created_at: s.createdAt,
+    updated_at: s.updatedAt,
+    last_used: null,
+    account: s.parentAuthId,
+    resource_uri: `/api/v1/accounts/${s.parentAuthId}/sub-accounts/${s.authId}/`,
+  };
+}
+
 /** Register the SubAccount routes. */
 export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const base = '/api/v1/Account/:auth_id/Subaccount/';
@@ -82,36 +131,41 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
   const config = { access: 'account' as const };
   const missing = (): ApiError => notFound('No sub-account with this Auth ID on this account.');
 
+  /** A new sub-account from a validated body; its token is returned this once (only its hash is stored). */
+  const create = async (req: FastifyRequest, c: Customer): Promise<{ rec: SubAccountRecord; token: string }> => {
+    const details = validationDetails(req);
+    if (Object.keys(details).length > 0) throw badRequest(details);
+    const body = bodyObject(req);
+    const kycMode = (optString(body, 'kyc_mode') ?? 'personal_use') as KycMode;
+    const now = isoNow();
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const token = newAuthToken();
+      const rec: SubAccountRecord = {
+        authId: newAuthId('SA'),
+        parentAuthId: c.account.authId,
+        tokenHash: hashToken(token),
+        name: optString(body, 'name') ?? '',
+        enabled: optBool(body, 'enabled') ?? true,
+        kycMode,
+        businessType: optString(body, 'business_type') ?? '',
+        kycCallsBlocked: blockedFor(kycMode),
+        createdAt: now,
+        updatedAt: now,
+      };
+      if (ctx.config.partners.some((p) => p.authId === rec.authId)) continue;
+      if (await ctx.directory.createSubAccount(rec)) {
+        req.log.info({ subAccount: rec.authId }, 'sub-account created');
+        return { rec, token };
+      }
+    }
+    throw new ApiError(503, 'service_unavailable', 'Could not allocate an Auth ID; retry.');
+  };
+
   app.post(base, { schema: { params, body: createBody }, attachValidation: true, config }, async (req, reply) => {
     const c = customerOf(req);
     await ctx.idempotency.run(req, reply, { scope: c.account.authId, caller: c.account.authId, operation: 'subaccount.create' }, async () => {
-      const details = validationDetails(req);
-      if (Object.keys(details).length > 0) throw badRequest(details);
-      const body = bodyObject(req);
-      const kycMode = (optString(body, 'kyc_mode') ?? 'personal_use') as KycMode;
-      const now = isoNow();
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const token = newAuthToken();
-        const rec: SubAccountRecord = {
-          authId: newAuthId('SA'),
-          parentAuthId: c.account.authId,
-          tokenHash: hashToken(token),
-          name: optString(body, 'name') ?? '',
-          enabled: optBool(body, 'enabled') ?? true,
-          kycMode,
-          businessType: optString(body, 'business_type') ?? '',
-          kycCallsBlocked: blockedFor(kycMode),
-          createdAt: now,
-          updatedAt: now,
-        };
-        if (ctx.config.partners.some((p) => p.authId === rec.authId)) continue;
-        if (await ctx.directory.createSubAccount(rec)) {
-          req.log.info({ subAccount: rec.authId }, 'sub-account created');
-          // The token is shown this once; only its hash is stored.
-          return { status: 201, body: { api_id: req.id, message: 'created', ...subAccountView(rec), auth_token: token } };
-        }
-      }
-      throw new ApiError(503, 'service_unavailable', 'Could not allocate an Auth ID; retry.');
+      const { rec, token } = await create(req, c);
+      return { status: 201, body: { api_id: req.id, message: 'created', ...subAccountView(rec), auth_token: token } };
     });
   });
 
@@ -134,12 +188,11 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
     return { api_id: req.id, ...subAccountView(s) };
   });
 
-  app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
-    const c = customerOf(req);
-    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+  /** Apply a validated update; the record after it. */
+  const update = async (req: FastifyRequest, c: Customer, id: string, fixed: ForbiddenFieldMessages): Promise<SubAccountRecord> => {
     const before = await ctx.directory.getSubAccount(c.account.authId, id);
     if (!before) throw missing();
-    const details = validationDetails(req, FIXED_FIELDS);
+    const details = validationDetails(req, fixed);
     if (Object.keys(details).length > 0) throw badRequest(details);
     const body = bodyObject(req);
     const kycMode = optString(body, 'kyc_mode') as KycMode | undefined;
@@ -158,14 +211,20 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
       const n = await ctx.provisioning.setSubAccountDisabled(c.account, id, !enabled, req.log);
       req.log.info({ subAccount: id, enabled, endpoints: n }, enabled ? 'sub-account enabled' : 'sub-account disabled');
     }
+    return s;
+  };
+
+  app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    await update(req, c, id, FIXED_FIELDS);
     await reply.code(202).send();
   });
 
-  app.delete(one, { schema: { params, querystring: deleteQuery }, config }, async (req, reply) => {
-    const c = customerOf(req);
-    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+  /** Delete a sub-account (with its endpoints and applications when `cascade`). */
+  const remove = async (req: FastifyRequest, c: Customer, id: string, cascade: boolean): Promise<void> => {
     if (!(await ctx.directory.getSubAccount(c.account.authId, id))) throw missing();
-    if (queryObject(req).cascade === true) {
+    if (cascade) {
       // Endpoints first (unregistered at once, usernames retired), then applications.
       await ctx.provisioning.deleteSubAccountEndpoints(c.account, id, req.log);
       for (;;) {
@@ -183,6 +242,64 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
       );
     }
     req.log.info({ subAccount: id }, 'sub-account deleted');
+  };
+
+  app.delete(one, { schema: { params, querystring: deleteQuery }, config }, async (req, reply) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    await remove(req, c, id, queryObject(req).cascade === true);
     await reply.code(204).send();
+  });
+
+  // The vendor SDK's paths (client.sub_accounts): the same operations, the SDK's shapes.
+  const vbase = '/api/v1/accounts/:auth_id/sub-accounts/';
+  const vone = '/api/v1/accounts/:auth_id/sub-accounts/:sub_auth_id';
+  const view = (req: FastifyRequest, s: SubAccountRecord, token = ''): Record<string, unknown> => vendorSubAccountView(s, req.id, ctx.config.apiRateLimit, token);
+
+  app.post(vbase, { schema: { params, body: vendorCreateBody }, attachValidation: true, config }, async (req, reply) => {
+    const c = customerOf(req);
+    await ctx.idempotency.run(req, reply, { scope: c.account.authId, caller: c.account.authId, operation: 'subaccount.create' }, async () => {
+      const { rec, token } = await create(req, c);
+      return {
+        status: 201,
+        body: {
+          message: 'Sub-account created successfully',
+          sub_account: view(req, rec, token),
+          auth_credentials: { auth_id: rec.authId, auth_token: token },
+          // No bearer sessions for sub-accounts here: they use X-Auth-ID/X-Auth-Token (docs/api.md "Compatibility").
+          tokens: { access_token: '', refresh_token: '', token_type: 'Bearer', expires_in: 0 },
+        },
+      };
+    });
+  });
+
+  app.get(vbase, { schema: { params, querystring: vendorListQuery }, config }, async (req) => {
+    const c = customerOf(req);
+    const q = queryObject(req);
+    const page = typeof q.page === 'number' ? q.page : 1;
+    const size = typeof q.size === 'number' ? q.size : 20;
+    const r = await ctx.directory.listSubAccounts(c.account.authId, { limit: size, offset: (page - 1) * size });
+    return { sub_accounts: r.items.map((s) => view(req, s)), total: r.total, page, size };
+  });
+
+  app.get(vone, { schema: { params }, config }, async (req) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    const s = await ctx.directory.getSubAccount(c.account.authId, id);
+    if (!s) throw missing();
+    return view(req, s);
+  });
+
+  app.put(vone, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    return view(req, await update(req, c, id, FIXED_FIELDS));
+  });
+
+  app.delete(vone, { schema: { params, querystring: deleteQuery }, config }, async (req) => {
+    const c = customerOf(req);
+    const { sub_auth_id: id } = req.params as { sub_auth_id: string };
+    await remove(req, c, id, queryObject(req).cascade === true);
+    return { message: 'Sub-account deleted successfully' };
   });
 }

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness, apiSuite } from '../support/api-harness.js';
+import { modelProblems } from '../support/vendor-sdk-models.js';
 import { APPLICATION_FIELDS, ISO_DATE_TIME, expectBadRequest, expectError, keys } from './shapes.js';
 
 afterAll(stopRedisServer);
@@ -26,14 +27,16 @@ describe.each(STORE_KINDS)('Application API (%s store)', (kind) => {
   const endpointApp = async (id: string, who: Creds = s.acct) =>
     (await s.h.request('GET', `/api/v1/Account/${who.id}/Endpoint/${id}/`, { auth: who })).json.application;
 
-  it('creates with 201 {api_id, message, app_id, resource_uri}; app_id is numeric', async () => {
+  it('creates with 201 {api_id, message, app_id} (the SDK CreateApplicationResponse); app_id is numeric', async () => {
     const r = await s.h.request('POST', s.base, { auth: s.acct, body: { app_name: 'IVR', answer_url: 'https://example.test/answer' } });
     expect(r.status).toBe(201);
-    expect(keys(r.json)).toEqual(['api_id', 'app_id', 'message', 'resource_uri']);
+    expect(keys(r.json)).toEqual(['api_id', 'app_id', 'message']);
+    expect(modelProblems('CreateApplicationResponse', r.json)).toEqual([]);
     expect(r.json.message).toBe('created');
     expect(r.json.app_id).toMatch(/^[1-9]\d*$/);
     expect(Number.isSafeInteger(Number(r.json.app_id))).toBe(true);
-    expect(r.json.resource_uri).toBe(`/v1/Account/${s.acct.id}/Application/${String(r.json.app_id)}/`);
+    const got = await s.h.request('GET', `${s.base}${String(r.json.app_id)}/`, { auth: s.acct });
+    expect(got.json.resource_uri).toBe(`/v1/Account/${s.acct.id}/Application/${String(r.json.app_id)}/`);
   });
 
   it('retrieves every field of the spec table with its default', async () => {
@@ -93,11 +96,12 @@ describe.each(STORE_KINDS)('Application API (%s store)', (kind) => {
     }
   });
 
-  it('updates only the supplied fields (202, no body); fixed fields are 400', async () => {
+  it('updates only the supplied fields (202 {api_id, message}: the SDK UpdateApplicationResponse); fixed fields are 400', async () => {
     const id = await createApp({ app_name: 'IVR', answer_url: 'https://example.test/answer' });
     const r = await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { app_name: 'Menu', hangup_url: 'https://example.test/hangup', hangup_method: 'GET' } });
     expect(r.status).toBe(202);
-    expect(r.text).toBe('');
+    expect(modelProblems('UpdateApplicationResponse', r.json)).toEqual([]);
+    expect(r.json.message).toBe('changed');
     expect(await getApp(id)).toMatchObject({ app_name: 'Menu', hangup_url: 'https://example.test/hangup', hangup_method: 'GET', answer_url: 'https://example.test/answer' });
     const bad = await s.h.request('POST', `${s.base}${id}/`, { auth: s.acct, body: { app_id: '5', sub_account: 'SA1' } });
     expect(bad.status).toBe(400);

@@ -18,6 +18,9 @@ import { MemoryCredentialStore } from '../../src/store/credentials/memory.js';
 import { MemoryLocationStore } from '../../src/store/location/memory.js';
 import { RedisCredentialStore } from '../../src/store/credentials/redis.js';
 import { RedisLocationStore } from '../../src/store/location/redis.js';
+import type { CallStore } from '../../src/store/calls/calls.js';
+import { MemoryCallStore } from '../../src/store/calls/memory.js';
+import { RedisCallStore } from '../../src/store/calls/redis.js';
 import { startRedis, type RedisServerHandle } from './redis-server.mjs';
 
 export type StoreKind = 'memory' | 'redis';
@@ -75,6 +78,8 @@ export interface Harness {
   location: LocationStore;
   credentials: CredentialStore;
   directory: Directory;
+  /** Calls, CDRs and signing secrets (RedisCallStore on the harness's Redis, else memory). */
+  calls: CallStore;
   config: Readonly<Config>;
   /** AORs passed to onEndpointRemoved, in order. */
   removed: Aor[];
@@ -117,17 +122,20 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
   let location: LocationStore;
   let credentials: CredentialStore;
   let directory: Directory;
+  let calls: CallStore;
   let redis: Redis | null = null;
   if (kind === 'memory') {
     location = new MemoryLocationStore({ sweepIntervalMs: 0 });
     credentials = new MemoryCredentialStore();
     directory = new MemoryDirectory();
+    calls = new MemoryCallStore();
   } else {
     const server = await redisServer();
     redis = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: false });
     location = new RedisLocationStore(redis, { closeConnection: false });
     credentials = new RedisCredentialStore(redis, { closeConnection: false });
     directory = new RedisDirectory(redis, { closeConnection: false });
+    calls = new RedisCallStore(redis, { closeConnection: false });
   }
   const removed: Aor[] = [];
   const app = await buildApiServer({
@@ -136,6 +144,7 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     location,
     credentials,
     directory,
+    calls,
     redis,
     onEndpointRemoved: (aor) => removed.push(aor),
   });
@@ -189,6 +198,7 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     location,
     credentials,
     directory,
+    calls,
     config,
     removed,
     request,
@@ -214,6 +224,7 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
       await location.close();
       await credentials.close();
       await directory.close();
+      await calls.close();
       if (redis) {
         redis.disconnect();
       }

@@ -123,8 +123,39 @@ export interface CdrFilter {
   context?: string;
   campaignId?: string;
   search?: string;
+  /** The call's outcome (`call_status`). */
+  callStatus?: CallStatus;
   /** A sub-account sees its own calls only. */
   subAccount?: string;
+}
+
+/** Sums over every CDR that passed a filter (the vendor's list `summary`). */
+export interface CdrTotals {
+  count: number;
+  answered: number;
+  /** Seconds, summed `duration` / `bill_duration`. */
+  durationSeconds: number;
+  billSeconds: number;
+  /** `created_at` of the newest match, or null when there is none. */
+  lastCallAt: string | null;
+}
+
+/** One page of a CDR query. */
+export interface CdrPage {
+  total: number;
+  items: CdrRecord[];
+  totals: CdrTotals;
+}
+
+/** The totals of the CDRs that matched, newest first (both stores sum with this one function). */
+export function cdrTotals(newestFirst: readonly CdrRecord[]): CdrTotals {
+  const t: CdrTotals = { count: newestFirst.length, answered: 0, durationSeconds: 0, billSeconds: 0, lastCallAt: newestFirst[0]?.created_at ?? null };
+  for (const c of newestFirst) {
+    if (c.call_status === 'answered') t.answered++;
+    t.durationSeconds += c.duration;
+    t.billSeconds += c.bill_duration;
+  }
+  return t;
 }
 
 /** Kept per account: the newest this many CDRs, none older than CDR_RETENTION_MS. */
@@ -151,8 +182,8 @@ export interface CallStore {
 
   /** One CDR of the account. */
   cdr(domain: string, callUuid: string): Promise<CdrRecord | null>;
-  /** CDRs of the account, newest first, filtered, one page. */
-  cdrs(domain: string, filter: CdrFilter, page: { limit: number; offset: number }): Promise<{ total: number; items: CdrRecord[] }>;
+  /** CDRs of the account, newest first, filtered, one page; `totals` are over every match, not the page. */
+  cdrs(domain: string, filter: CdrFilter, page: { limit: number; offset: number }): Promise<CdrPage>;
 
   /** Queue a callback that no call state change carries (a MESSAGE's). */
   enqueue(item: OutboxItem): Promise<void>;
@@ -188,6 +219,7 @@ export function cdrMatches(c: CdrRecord, f: CdrFilter): boolean {
   if (f.context !== undefined && c.context !== f.context) return false;
   if (f.campaignId !== undefined && c.campaign_id !== f.campaignId) return false;
   if (f.subAccount !== undefined && c.sub_account !== f.subAccount) return false;
+  if (f.callStatus !== undefined && c.call_status !== f.callStatus) return false;
   if (f.search !== undefined) {
     const needle = f.search.toLowerCase();
     const hay = [c.call_uuid, c.from_number, c.to_number, c.call_status, c.sip_call_id, c.hangup_cause, c.hangup_disposition, c.context, c.bridge_uuid ?? '', c.campaign_id ?? '']

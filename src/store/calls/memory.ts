@@ -3,6 +3,8 @@ import {
   CDR_RETENTION_MS,
   DEAD_LETTER_MAX,
   cdrMatches,
+  cdrTotals,
+  type CdrPage,
   type CallStart,
   type CallStore,
   type CdrFilter,
@@ -98,12 +100,12 @@ export class MemoryCallStore implements CallStore {
     return c ? clone(c) : null;
   }
 
-  async cdrs(domain: string, filter: CdrFilter, page: { limit: number; offset: number }): Promise<{ total: number; items: CdrRecord[] }> {
+  async cdrs(domain: string, filter: CdrFilter, page: { limit: number; offset: number }): Promise<CdrPage> {
     const m = this.#cdrs.get(domain);
-    if (!m) return { total: 0, items: [] };
+    if (!m) return { total: 0, items: [], totals: cdrTotals([]) };
     this.#trim(m);
     const all = [...m.values()].filter((c) => cdrMatches(c, filter)).sort(newestFirst);
-    return { total: all.length, items: all.slice(page.offset, page.offset + page.limit).map(clone) };
+    return { total: all.length, items: all.slice(page.offset, page.offset + page.limit).map(clone), totals: cdrTotals(all) };
   }
 
   #queue(item: OutboxItem, due: number): void {

@@ -8,6 +8,8 @@ import {
   CDR_RETENTION_MS,
   DEAD_LETTER_MAX,
   cdrMatches,
+  cdrTotals,
+  type CdrPage,
   type CallStart,
   type CallStore,
   type CdrFilter,
@@ -226,7 +228,7 @@ export class RedisCallStore extends RedisBacked implements CallStore {
     return parse<CdrRecord>(j);
   }
 
-  async cdrs(domain: string, filter: CdrFilter, page: { limit: number; offset: number }): Promise<{ total: number; items: CdrRecord[] }> {
+  async cdrs(domain: string, filter: CdrFilter, page: { limit: number; offset: number }): Promise<CdrPage> {
     const k = this.#k(domain);
     const ids = await this.guard('cdrs', () => this.redis.zrevrangebyscore(k.cdrt, filter.to ?? '+inf', filter.from ?? '-inf'));
     const out: CdrRecord[] = [];
@@ -239,7 +241,7 @@ export class RedisCallStore extends RedisBacked implements CallStore {
       }
     }
     out.sort(newestFirst);
-    return { total: out.length, items: out.slice(page.offset, page.offset + page.limit) };
+    return { total: out.length, items: out.slice(page.offset, page.offset + page.limit), totals: cdrTotals(out) };
   }
 
   async enqueue(item: OutboxItem): Promise<void> {
