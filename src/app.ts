@@ -232,12 +232,14 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   // store with the change that causes them, delivered by every process from a leased outbox.
   const calls: CallStore = countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics);
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
+  const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
     store: calls,
     log: log.child({ component: 'callbacks' }),
-    retryDelay: (n) => nextAttemptDelay(n),
+    retryDelay: (n) => nextAttemptDelay(n, retryDelaysMs),
+    leaseMs: config.callbackLease * 1000,
     deliver: (item, secret) =>
-      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard }),
+      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard, timeoutMs: config.callbackTimeout * 1000 }),
     onAttempt: (event, outcome) => metrics.callbackAttempt(event, outcome),
     onDead: (event) => metrics.callbackDead(event),
   });

@@ -201,6 +201,12 @@ export interface Config {
    * or otherwise not public (docs/callbacks.md "Which addresses a callback may reach"). @default []
    */
   callbackAllowedNetworks: string[];
+  /** Seconds one callback attempt may take (DNS, connect, TLS, request, response). @default 3 */
+  callbackTimeout: number;
+  /** Seconds between a failed callback attempt and the next, one per retry (docs/callbacks.md). @default [2, 4, 8] */
+  callbackRetryDelays: number[];
+  /** Seconds a process holds a claimed callback before another may attempt it (a node that died mid-attempt). @default 15 */
+  callbackLease: number;
   /** rtpengine NG control addresses; null = no media relay, SDP untouched (docs/media.md). @default null */
   rtpengineNg: MediaEngineAddress[] | null;
   /** Which calls are relayed. @default 'bridge' when RTPENGINE_NG is set, else 'never' */
@@ -271,6 +277,9 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   noAnswerTimeout: 120,
   maxCallDuration: 14400,
   callbackAllowedNetworks: [],
+  callbackTimeout: 3,
+  callbackRetryDelays: [2, 4, 8] as number[],
+  callbackLease: 15,
   rtpengineNg: null,
   /** Becomes 'bridge' when RTPENGINE_NG is set and MEDIA_RELAY is not (loadConfig). */
   mediaRelay: 'never' as MediaRelayMode,
@@ -338,6 +347,9 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_NO_ANSWER_TIMEOUT', 'noAnswerTimeout', int(1, 3600)],
   ['SIP_MAX_CALL_DURATION', 'maxCallDuration', int(60, 86400 * 7)],
   ['CALLBACK_ALLOWED_NETWORKS', 'callbackAllowedNetworks', networks],
+  ['CALLBACK_TIMEOUT', 'callbackTimeout', seconds(0.1, 60)],
+  ['CALLBACK_RETRY_DELAYS', 'callbackRetryDelays', secondsList(0.1, 86400, 10)],
+  ['CALLBACK_LEASE', 'callbackLease', seconds(1, 3600)],
   ['RTPENGINE_NG', 'rtpengineNg', engineList],
   ['MEDIA_RELAY', 'mediaRelay', mediaRelay],
 ];
@@ -358,6 +370,26 @@ function int(min: number, max: number) {
       throw new ConfigError(`${name} must be an integer ${min}-${max}, got "${v}"`);
     }
     return Number(t);
+  };
+}
+/** Seconds, decimals allowed (`0.5`). */
+function seconds(min: number, max: number) {
+  return (v: string, name: string): number => {
+    const t = v.trim();
+    if (!/^\d+(\.\d{1,3})?$/.test(t) || Number(t) < min || Number(t) > max) {
+      throw new ConfigError(`${name} must be a number of seconds ${min}-${max}, got "${v}"`);
+    }
+    return Number(t);
+  };
+}
+/** Comma-separated seconds (at most `most` of them; `none` = empty). */
+function secondsList(min: number, max: number, most: number) {
+  const one = seconds(min, max);
+  return (v: string, name: string): number[] => {
+    if (v.trim().toLowerCase() === 'none') return [];
+    const out = list(v).map((x) => one(x, name));
+    if (out.length > most) throw new ConfigError(`${name} takes at most ${most} delays, got ${out.length}`);
+    return out;
   };
 }
 /** A positive integer, or `off`/`0` for "no limit" (read as 0). */
@@ -569,6 +601,7 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     wsAllowedOrigins: [],
     trustedAddresses: [...DEFAULTS.trustedAddresses],
     callbackAllowedNetworks: [],
+    callbackRetryDelays: [...DEFAULTS.callbackRetryDelays],
     nodeId: Math.random().toString(36).slice(2, 10),
     partners: [],
     production: env.NODE_ENV === 'production',

@@ -17,6 +17,11 @@ import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs'
 import { until } from '../support/wait.js';
 
 const NO_ANSWER_S = 2;
+/** CALLBACK_TIMEOUT of this suite: a hung attempt is still hanging when the node is killed under it. */
+const ATTEMPT_S = 2;
+/** CALLBACK_RETRY_DELAYS and CALLBACK_LEASE of this suite (defaults 2,4,8 and 15). */
+const RETRY_S = [0.5, 1, 2];
+const LEASE_S = 4;
 
 type Params = Record<string, string>;
 const paramsOf = (r: ReceivedRequest): Params => Object.fromEntries(new URLSearchParams(r.method === 'GET' ? (r.url.split('?')[1] ?? '') : r.body));
@@ -39,6 +44,10 @@ describe.each([
     SIP_NO_ANSWER_TIMEOUT: String(NO_ANSWER_S),
     NODE_EXTRA_CA_CERTS: ca.caCertFile,
     CALLBACK_ALLOWED_NETWORKS: '127.0.0.0/8',
+    // The retry schedule shortened (same shape as the default 3 s attempts, 2/4/8 s apart, 15 s lease).
+    CALLBACK_TIMEOUT: String(ATTEMPT_S),
+    CALLBACK_RETRY_DELAYS: RETRY_S.join(','),
+    CALLBACK_LEASE: String(LEASE_S),
     NONCE_SECRET: 'callbacks-cdr-test-nonce-secret-0123',
     ...(redis ? { REDIS_URL: redis.url } : {}),
   });
@@ -244,7 +253,7 @@ describe.each([
   it('a receiver that never answers gets exactly 1 + 3 attempts, then a dead letter', async () => {
     plan.set('/hang/hangup', [0, 0, 0, 0, 0, 0]);
     await call('hang', 'call-uas-busy.xml', 'call-uac-busy.xml');
-    // 4 attempts of 3 s with 2, 4 and 8 s between them: about 26 s.
+    // 4 attempts of 2 s with 0.5, 1 and 2 s between them: about 11.5 s.
     const dead = await until(
       'the dead letter',
       async () => {
@@ -273,7 +282,7 @@ describe.each([
     const dead = edge;
     await dead.server.stop('SIGKILL');
     edge = await startEdge(env());
-    // The retry is due 2 s after the failure; the cut delivery's lease ends 15 s after its claim.
+    // The retry is due 0.5 s after the failure; the cut delivery's lease ends 4 s after its claim.
     await until('both delivered by the new node', () => (at('pending', 'hangup').length === 2 && at('midway', 'hangup').length === 2 ? true : undefined), 30_000);
     for (const t of ['pending', 'midway']) {
       const [first, again] = at(t, 'hangup').map(paramsOf) as [Params, Params];

@@ -23,3 +23,20 @@ describe('CALLBACK_ALLOWED_NETWORKS', () => {
     },
   );
 });
+
+describe('CALLBACK_TIMEOUT, CALLBACK_RETRY_DELAYS, CALLBACK_LEASE', () => {
+  it('default to the documented schedule: 3 s attempts, retries 2, 4 and 8 s apart, a 15 s lease', () => {
+    const c = loadConfig({}, { configFile: null });
+    expect([c.callbackTimeout, c.callbackRetryDelays, c.callbackLease]).toEqual([3, [2, 4, 8], 15]);
+  });
+
+  it('read seconds with decimals, and refuse what is not one with the setting named', () => {
+    const c = loadConfig({ CALLBACK_TIMEOUT: '1.5', CALLBACK_RETRY_DELAYS: '0.5, 1,30', CALLBACK_LEASE: '4' }, { configFile: null });
+    expect([c.callbackTimeout, c.callbackRetryDelays, c.callbackLease]).toEqual([1.5, [0.5, 1, 30], 4]);
+    expect(loadConfig({ CALLBACK_RETRY_DELAYS: 'none' }, { configFile: null }).callbackRetryDelays).toEqual([]);
+    expect(() => loadConfig({ CALLBACK_TIMEOUT: '0' }, { configFile: null })).toThrowError(/CALLBACK_TIMEOUT must be a number of seconds/);
+    expect(() => loadConfig({ CALLBACK_RETRY_DELAYS: '1,x' }, { configFile: null })).toThrowError(/CALLBACK_RETRY_DELAYS/);
+    expect(() => loadConfig({ CALLBACK_RETRY_DELAYS: Array(11).fill('1').join(',') }, { configFile: null })).toThrowError(/at most 10/);
+    expect(() => loadConfig({ CALLBACK_LEASE: '-1' }, { configFile: null })).toThrowError(ConfigError);
+  });
+});
