@@ -1,20 +1,45 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Files that load the machine: SIPp at hundreds of registrations a second, benchmarks,
+ * fuzzers, floods, three-node fleets, worker restarts. They run one at a time in lane
+ * "load"; everything else runs one at a time in lane "rest", beside it (README "Tests").
+ * Two heavy files at once on a 2-core machine starved each other's UDP answers past
+ * SIPp's timers; a heavy file beside a light one (unit, API, a few calls, timers that
+ * wait) does not. Every file starts its own servers, Redis, rtpengine and SIPp on free
+ * ports, so the two lanes share nothing.
+ */
+export const LOAD_FILES = [
+  'test/integration/fleet-relay.test.ts',
+  'test/integration/bench-smoke.test.ts',
+  'test/integration/sipp-register.test.ts',
+  'test/fuzz/server.fuzz.test.ts',
+  'test/integration/workers-runtime.test.ts',
+  'test/security/password-guessing.test.ts',
+  'test/integration/redis-topologies.test.ts',
+  'test/security/floods.test.ts',
+  'test/integration/workers-store-process.test.ts',
+  'test/integration/workers.test.ts',
+];
+
+const common = {
+  testTimeout: 30_000,
+  hookTimeout: 60_000,
+  pool: 'forks' as const,
+  poolOptions: { forks: { maxForks: 1, minForks: 1 } },
+  fileParallelism: false,
+};
+
 export default defineConfig({
   root: fileURLToPath(new URL('..', import.meta.url)),
   test: {
-    include: ['test/**/*.test.ts'],
     // test/.tmp holds scratch output of tests (screenshots, captures); never tests.
     exclude: ['test/.tmp/**', 'node_modules/**'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    pool: 'forks',
-    // One test file at a time. Many files start real servers, Redis clusters, SIPp fleets,
-    // rtpengine and Chromium; two at once on a 2-core machine starved each other's UDP
-    // answers past SIPp's timers often enough to fail a different file in most clean runs.
-    // Serial, the suite takes about 10 minutes (the budget is 20).
-    poolOptions: { forks: { maxForks: 1, minForks: 1 } },
-    fileParallelism: false,
+    ...common,
+    projects: [
+      { extends: true, test: { name: 'load', include: LOAD_FILES, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', ...LOAD_FILES], sequence: { groupOrder: 0 } } },
+    ],
   },
 });
