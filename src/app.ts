@@ -37,6 +37,8 @@ import { RedisDirectory } from './store/directory/redis.js';
 import { buildApiServer } from './api/server.js';
 import { RegistrationEventHub } from './api/registration-events.js';
 import { CallbackDispatcher } from './events/dispatcher.js';
+import { sealSigningSecrets } from './events/signing-secrets.js';
+import { createSecretBox } from './security/secret-box.js';
 import { CallbackNetworkGuard } from './events/network-guard.js';
 import { nextAttemptDelay } from './events/retry.js';
 import { deliverCallback } from './events/webhook.js';
@@ -230,7 +232,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const layer: TransactionLayer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost, relay: fleet?.relay ?? null });
   // Calls, CDRs and callbacks (docs/events.md "Calls", docs/callbacks.md): recorded in the
   // store with the change that causes them, delivered by every process from a leased outbox.
-  const calls: CallStore = countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics);
+  // Signing secrets are sealed at rest with DATA_ENCRYPTION_KEY (README "Secrets at rest").
+  const secretBox = createSecretBox(config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
+  const calls: CallStore = sealSigningSecrets(countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics), secretBox);
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({

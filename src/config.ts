@@ -6,6 +6,7 @@ import { BlockList, isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { ConfigError } from './errors.js';
 import { parseAllowedNetworks } from './events/network-guard.js';
+import { deriveDataKey, parseDataKeys, randomDataKey } from './security/secret-box.js';
 
 /** A listener port: a number (0 = pick a free port) or null when switched `off`. */
 export type PortSetting = number | null;
@@ -211,13 +212,22 @@ export interface Config {
   rtpengineNg: MediaEngineAddress[] | null;
   /** Which calls are relayed. @default 'bridge' when RTPENGINE_NG is set, else 'never' */
   mediaRelay: MediaRelayMode;
+  /**
+   * DATA_ENCRYPTION_KEY (README "Secrets at rest"): the key ring sealing secrets kept in the
+   * store (AES-256-GCM), `kid` + base64 of 32 bytes each; the first seals, all open.
+   * Required in production. Unset in development: derived from NONCE_SECRET when that
+   * is set (kid `dev`), else random for this process (kid `run-<hex>`); see dataKeySource.
+   */
+  dataEncryptionKeys: ReadonlyArray<{ kid: string; key: string }>;
+  /** Where the key ring came from: the setting, NONCE_SECRET (development), or random for this run (development). */
+  dataKeySource: 'configured' | 'nonce-secret' | 'random';
   partners: PartnerConfig[];
   /** 'production' refuses built-in development credentials. */
   production: boolean;
 }
 
 /** Every default in one place (ioredis DEFAULT_REDIS_OPTIONS, kamailio config.c). */
-export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production'>> = Object.freeze({
+export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production' | 'dataEncryptionKeys' | 'dataKeySource'>> = Object.freeze({
   sipHost: '0.0.0.0',
   sipAdvertisedHost: null,
   udpPort: 5060,
@@ -352,6 +362,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['CALLBACK_LEASE', 'callbackLease', seconds(1, 3600)],
   ['RTPENGINE_NG', 'rtpengineNg', engineList],
   ['MEDIA_RELAY', 'mediaRelay', mediaRelay],
+  ['DATA_ENCRYPTION_KEY', 'dataEncryptionKeys', dataKeys],
 ];
 
 function str(v: string): string {
@@ -516,6 +527,14 @@ function mediaRelay(v: string, name: string): MediaRelayMode {
   if (t === 'bridge' || t === 'always' || t === 'never') return t;
   throw new ConfigError(`${name} must be bridge, always or never, got "${v}"`);
 }
+/** `kid:base64key[,…]` of 32-byte keys; errors name the entry's kid, never the key. */
+function dataKeys(v: string, name: string): Array<{ kid: string; key: string }> {
+  try {
+    return parseDataKeys(v).map((k) => ({ kid: k.kid, key: k.key.toString('base64') }));
+  } catch (e) {
+    throw new ConfigError(`${name}: ${(e as Error).message}`);
+  }
+}
 function optStr(v: string): string | null {
   const t = v.trim();
   return t === '' ? null : t;
@@ -603,6 +622,8 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     callbackAllowedNetworks: [],
     callbackRetryDelays: [...DEFAULTS.callbackRetryDelays],
     nodeId: Math.random().toString(36).slice(2, 10),
+    dataEncryptionKeys: [],
+    dataKeySource: 'configured',
     partners: [],
     production: env.NODE_ENV === 'production',
   };
@@ -672,6 +693,16 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
   }
   if (cfg.production && cfg.partners.some((p) => p.authToken === DEV_PARTNER_TOKEN)) {
     throw new ConfigError('the example partner token is refused when NODE_ENV=production');
+  }
+  if (!explicit.has('dataEncryptionKeys')) {
+    if (cfg.production) {
+      throw new ConfigError('DATA_ENCRYPTION_KEY is required when NODE_ENV=production: kid:base64key of 32 random bytes (e.g. k1:$(openssl rand -base64 32))');
+    }
+    // Development: a key every process given the same NONCE_SECRET agrees on (workers,
+    // restarts), else one for this run only (main warns: what it seals is unreadable later).
+    const k = cfg.nonceSecret ? deriveDataKey('dev', cfg.nonceSecret) : randomDataKey(`run-${randomBytes(4).toString('hex')}`);
+    cfg.dataEncryptionKeys = [{ kid: k.kid, key: k.key.toString('base64') }];
+    cfg.dataKeySource = cfg.nonceSecret ? 'nonce-secret' : 'random';
   }
   if (cfg.partners.length === 0 && !cfg.production) {
     // Development: a partner with a random token, shown once on the terminal by main (never logged),

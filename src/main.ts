@@ -7,6 +7,28 @@ import type { Logger } from './logger.js';
 import { isWorker, reportListening, runPrimary, type PortsLine } from './cluster.js';
 import { startStoreProcess } from './store/redis/store-process.js';
 
+/**
+ * DATA_ENCRYPTION_KEY unset (development only; production refuses to start): say once
+ * which key seals secrets at rest and what that means after a restart.
+ */
+function warnDevDataKey(config: Readonly<Config>, log: Logger): void {
+  if (config.dataKeySource === 'nonce-secret') {
+    log.warn(
+      { kid: 'dev' },
+      'DATA_ENCRYPTION_KEY not set: secrets at rest are sealed with a development key derived from NONCE_SECRET; set DATA_ENCRYPTION_KEY before production (it refuses to start without it)',
+    );
+  } else if (config.dataKeySource === 'random') {
+    const kept = redisTarget(config) !== null;
+    log.warn(
+      { kid: config.dataEncryptionKeys[0]?.kid },
+      'DATA_ENCRYPTION_KEY and NONCE_SECRET not set: secrets at rest are sealed with a random key of this run, and what it seals cannot be read after a restart' +
+        (kept
+          ? ': callback signing secrets kept in Redis become unreadable (their callbacks are dead-lettered until POST …/SigningSecret/ makes new ones). Set DATA_ENCRYPTION_KEY or NONCE_SECRET'
+          : ''),
+    );
+  }
+}
+
 /** Hard limit on graceful shutdown; the issue asks for an exit within 5 s of SIGTERM. */
 const SHUTDOWN_DEADLINE_MS = 4500;
 
@@ -23,6 +45,7 @@ async function main(): Promise<void> {
     throw e;
   }
   const log = createLogger(config.logLevel);
+  if (!isWorker()) warnDevDataKey(config, log);
   if (config.workers > 1 && !isWorker()) {
     // No Redis configured: the node's own store process, shared by its workers (docs/workers.md).
     let storeEnv: Record<string, string> = {};

@@ -5,6 +5,7 @@
  * constant time; an unknown Auth ID costs the same work as a known one.
  */
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import type { FastifyRequest } from 'fastify';
 import type { PartnerConfig } from '../config.js';
 import { hashToken, tokenMatches, type AccountRecord, type Directory, type SubAccountRecord } from '../store/directory/directory.js';
@@ -48,6 +49,10 @@ declare module 'fastify' {
 
 /** Lifetime of a partner login token, seconds. */
 export const PARTNER_TOKEN_TTL_S = 3600;
+/** Clock skew between nodes a partner login token's exp/iat may have, seconds. */
+export const PARTNER_TOKEN_CLOCK_TOLERANCE_S = 5;
+const PARTNER_TOKEN_ISSUER = 'sip-edge';
+const PARTNER_TOKEN_AUDIENCE = 'partner';
 
 const AUTH_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$/;
 const MAX_TOKEN_LENGTH = 512;
@@ -56,10 +61,6 @@ const MAX_TOKEN_LENGTH = 512;
 export function headerValue(req: FastifyRequest, name: string): string | null {
   const v = req.headers[name];
   return typeof v === 'string' ? v : null;
-}
-
-function b64url(buf: Buffer | string): string {
-  return Buffer.from(buf).toString('base64url');
 }
 
 function sha256(s: string): Buffer {
@@ -96,7 +97,7 @@ export class Authenticator {
     if (id === null && token === null) {
       const bearer = /^Bearer\s+(\S+)\s*$/i.exec(headerValue(req, 'authorization') ?? '');
       if (bearer?.[1]) {
-        const partner = this.verifyPartnerToken(bearer[1]);
+        const partner = await this.verifyPartnerToken(bearer[1]);
         if (partner) return { kind: 'partner', authId: partner.authId, partner };
         throw unauthorized('The Bearer token is invalid or has expired.');
       }
@@ -164,39 +165,46 @@ export class Authenticator {
     return found;
   }
 
-  /** A signed HS256 JWT for a partner, valid {@link PARTNER_TOKEN_TTL_S} seconds. */
-  issuePartnerToken(partner: PartnerConfig, nowMs: number = Date.now()): { token: string; expiresIn: number } {
+  /** A signed HS256 JWT for a partner (jose), valid {@link PARTNER_TOKEN_TTL_S} seconds. */
+  async issuePartnerToken(partner: PartnerConfig, nowMs: number = Date.now()): Promise<{ token: string; expiresIn: number }> {
     const iat = Math.floor(nowMs / 1000);
-    const header = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
-    const payload = b64url(
-      JSON.stringify({ iss: 'sip-edge', aud: 'partner', sub: partner.id, aid: partner.authId, iat, exp: iat + PARTNER_TOKEN_TTL_S, jti: randomUUID() }),
-    );
-    const sig = createHmac('sha256', this.#jwtKey).update(`${header}.${payload}`).digest('base64url');
-    return { token: `${header}.${payload}.${sig}`, expiresIn: PARTNER_TOKEN_TTL_S };
+    const token = await new SignJWT({ aid: partner.authId })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuer(PARTNER_TOKEN_ISSUER)
+      .setAudience(PARTNER_TOKEN_AUDIENCE)
+      .setSubject(partner.id)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + PARTNER_TOKEN_TTL_S)
+      .setJti(randomUUID())
+      .sign(this.#jwtKey);
+    return { token, expiresIn: PARTNER_TOKEN_TTL_S };
   }
 
-  /** The partner a login token names, when it is well signed, unexpired and the partner still configured. */
-  verifyPartnerToken(token: string, nowMs: number = Date.now()): PartnerConfig | null {
-    const parts = token.split('.');
-    if (parts.length !== 3 || token.length > 2048) return null;
-    const [h, p, s] = parts as [string, string, string];
-    const expected = createHmac('sha256', this.#jwtKey).update(`${h}.${p}`).digest();
-    const got = Buffer.from(s, 'base64url');
-    if (got.length !== expected.length || !timingSafeEqual(got, expected)) return null;
-    let header: unknown;
-    let claims: unknown;
+  /**
+   * The partner a login token names, when it is an HS256 JWT (no other `alg` is
+   * accepted) signed with this server's key, of our issuer and audience, unexpired
+   * ({@link PARTNER_TOKEN_CLOCK_TOLERANCE_S} of clock skew allowed between nodes), and
+   * its partner still configured.
+   */
+  async verifyPartnerToken(token: string, nowMs: number = Date.now()): Promise<PartnerConfig | null> {
+    if (token.length > 2048) return null;
+    let claims: JWTPayload;
     try {
-      header = JSON.parse(Buffer.from(h, 'base64url').toString('utf8'));
-      claims = JSON.parse(Buffer.from(p, 'base64url').toString('utf8'));
+      ({ payload: claims } = await jwtVerify(token, this.#jwtKey, {
+        algorithms: ['HS256'],
+        typ: 'JWT',
+        issuer: PARTNER_TOKEN_ISSUER,
+        audience: PARTNER_TOKEN_AUDIENCE,
+        requiredClaims: ['exp', 'iat', 'sub'],
+        maxTokenAge: PARTNER_TOKEN_TTL_S,
+        clockTolerance: PARTNER_TOKEN_CLOCK_TOLERANCE_S,
+        currentDate: new Date(nowMs),
+      }));
     } catch {
       return null;
     }
-    if (typeof header !== 'object' || header === null || (header as Record<string, unknown>).alg !== 'HS256') return null;
-    if (typeof claims !== 'object' || claims === null) return null;
-    const c = claims as Record<string, unknown>;
-    if (c.iss !== 'sip-edge' || c.aud !== 'partner' || typeof c.exp !== 'number' || typeof c.aid !== 'string') return null;
-    if (c.exp * 1000 <= nowMs) return null;
-    const entry = this.#partners.get(c.aid);
-    return entry && entry.partner.id === c.sub ? entry.partner : null;
+    if (typeof claims.aid !== 'string') return null;
+    const entry = this.#partners.get(claims.aid);
+    return entry && entry.partner.id === claims.sub ? entry.partner : null;
   }
 }

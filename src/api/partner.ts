@@ -85,7 +85,7 @@ export function registerPartnerRoutes(app: FastifyInstance, ctx: ApiContext): vo
       const body = bodyObject(req);
       const partner = ctx.auth.checkPartnerLogin(optString(body, 'email') ?? '', optString(body, 'password') ?? '');
       if (!partner) throw new ApiError(401, 'invalid_credentials', 'The email or password is wrong.');
-      const { token, expiresIn } = ctx.auth.issuePartnerToken(partner);
+      const { token, expiresIn } = await ctx.auth.issuePartnerToken(partner);
       req.log.info({ partner: partner.id }, 'partner login');
       return { api_id: req.id, tokens: { access_token: token, token_type: 'Bearer', expires_in: expiresIn } };
     },

@@ -7,6 +7,7 @@
  */
 import type { Logger } from '../logger.js';
 import type { CallStore, OutboxItem } from '../store/calls/calls.js';
+import { SecretBoxError } from '../security/secret-box.js';
 
 /** What one attempt came to (the webhook module's outcome, reduced). */
 export interface AttemptOutcome {
@@ -116,7 +117,20 @@ export class CallbackDispatcher {
     const { store, log } = this.#o;
     const where = { event: item.event, callbackId: item.id, account: item.authId, host: hostOf(item.url) };
     try {
-      const secret = await this.#secret(item.domain);
+      let secret: string | null;
+      try {
+        secret = await this.#secret(item.domain);
+      } catch (err) {
+        if (!(err instanceof SecretBoxError)) throw err;
+        // Sealed with a key this process does not hold (DATA_ENCRYPTION_KEY changed, or a
+        // development key of an earlier run): nothing is sent unsigned or signed with a guess.
+        log.error(
+          { ...where, kid: err.kid, why: err.reason },
+          'callbacks: the account\'s signing secret cannot be decrypted with DATA_ENCRYPTION_KEY; the callback is dead-lettered (put the key it was sealed with back in DATA_ENCRYPTION_KEY, or POST …/SigningSecret/ for a new secret)',
+        );
+        await this.#dead(item, 'the account\'s callback signing secret cannot be decrypted by the server (POST …/SigningSecret/ makes a new one)', where);
+        return;
+      }
       if (secret === null) {
         await this.#dead(item, 'the account has no callback signing secret (POST …/SigningSecret/ makes one)', where);
         return;

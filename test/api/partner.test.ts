@@ -2,8 +2,9 @@
  * The partner API (login, profile, customer accounts), the Account resource and
  * the health probes, over HTTP on both stores.
  */
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Authenticator } from '../../src/api/auth.js';
+import { Authenticator, PARTNER_TOKEN_CLOCK_TOLERANCE_S, PARTNER_TOKEN_TTL_S } from '../../src/api/auth.js';
 import { MemoryDirectory } from '../../src/store/directory/memory.js';
 import { LIMITED_PARTNER, PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Harness } from '../support/api-harness.js';
 import { ACCOUNT_FIELDS, ISO_DATE_TIME, PARTNER_PROFILE_FIELDS, expectBadRequest, expectError, keys } from './shapes.js';
@@ -210,26 +211,64 @@ describe.each(STORE_KINDS)('partner API, Account resource and probes (%s store)'
 });
 
 describe('Authenticator partner tokens', () => {
-  it('a token expires after expires_in seconds', () => {
-    const auth = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
+  const SECRET = 'secret-0123456789abcdef';
+  /** The HS256 key the Authenticator derives from its secret (to forge tokens the way a peer could). */
+  const keyOf = (secret: string): Buffer => createHmac('sha256', secret).update('sip-edge partner login token').digest();
+  const claimsNow = (now: number): Record<string, unknown> => {
+    const iat = Math.floor(now / 1000);
+    return { iss: 'sip-edge', aud: 'partner', sub: PARTNER.id, aid: PARTNER.authId, iat, exp: iat + PARTNER_TOKEN_TTL_S, jti: 'j-1' };
+  };
+  /** A JWT built by hand: `header` as given, HMAC of `hash` (sha256/sha512) with `key`. */
+  const handMade = (header: Record<string, unknown>, claims: Record<string, unknown>, key: Buffer, hash = 'sha256'): string => {
+    const h = Buffer.from(JSON.stringify(header)).toString('base64url');
+    const p = Buffer.from(JSON.stringify(claims)).toString('base64url');
+    return `${h}.${p}.${createHmac(hash, key).update(`${h}.${p}`).digest('base64url')}`;
+  };
+
+  it('a token expires after expires_in seconds (a few seconds of clock skew allowed, no more)', async () => {
+    const auth = new Authenticator(new MemoryDirectory(), [PARTNER], SECRET);
     const now = Date.UTC(2030, 0, 1);
-    const { token, expiresIn } = auth.issuePartnerToken(PARTNER, now);
-    expect(auth.verifyPartnerToken(token, now + 1000)?.id).toBe(PARTNER.id);
-    expect(auth.verifyPartnerToken(token, now + expiresIn * 1000)).toBeNull();
+    const { token, expiresIn } = await auth.issuePartnerToken(PARTNER, now);
+    expect(expiresIn).toBe(3600);
+    const [header, claims] = token.split('.').slice(0, 2).map((x) => JSON.parse(Buffer.from(x, 'base64url').toString('utf8')) as Record<string, unknown>);
+    expect(header).toEqual({ alg: 'HS256', typ: 'JWT' });
+    expect(claims).toMatchObject({ iss: 'sip-edge', aud: 'partner', sub: PARTNER.id, aid: PARTNER.authId, iat: now / 1000, exp: now / 1000 + expiresIn });
+    expect(typeof claims?.jti).toBe('string');
+    expect((await auth.verifyPartnerToken(token, now + 1000))?.id).toBe(PARTNER.id);
+    expect((await auth.verifyPartnerToken(token, now + (expiresIn - 1) * 1000))?.id).toBe(PARTNER.id);
+    expect((await auth.verifyPartnerToken(token, now + (expiresIn + PARTNER_TOKEN_CLOCK_TOLERANCE_S - 1) * 1000))?.id).toBe(PARTNER.id);
+    expect(await auth.verifyPartnerToken(token, now + (expiresIn + PARTNER_TOKEN_CLOCK_TOLERANCE_S) * 1000)).toBeNull();
+    // Issued in the future (beyond the skew allowed): refused.
+    expect(await auth.verifyPartnerToken(token, now - (PARTNER_TOKEN_CLOCK_TOLERANCE_S + 1) * 1000)).toBeNull();
+    expect(PARTNER_TOKEN_CLOCK_TOLERANCE_S).toBeLessThanOrEqual(30);
   });
 
-  it('tokens of one secret are accepted by every node sharing it, and by no other', () => {
-    const a = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
-    const b = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
+  it('tokens of one secret are accepted by every node sharing it, and by no other', async () => {
+    const a = new Authenticator(new MemoryDirectory(), [PARTNER], SECRET);
+    const b = new Authenticator(new MemoryDirectory(), [PARTNER], SECRET);
     const c = new Authenticator(new MemoryDirectory(), [PARTNER], 'another-secret-0123456789');
-    const { token } = a.issuePartnerToken(PARTNER);
-    expect(b.verifyPartnerToken(token)?.id).toBe(PARTNER.id);
-    expect(c.verifyPartnerToken(token)).toBeNull();
+    const { token } = await a.issuePartnerToken(PARTNER);
+    expect((await b.verifyPartnerToken(token))?.id).toBe(PARTNER.id);
+    expect(await c.verifyPartnerToken(token)).toBeNull();
   });
 
-  it('a token of a partner no longer configured is refused', () => {
-    const a = new Authenticator(new MemoryDirectory(), [PARTNER], 'secret-0123456789abcdef');
-    const b = new Authenticator(new MemoryDirectory(), [LIMITED_PARTNER], 'secret-0123456789abcdef');
-    expect(b.verifyPartnerToken(a.issuePartnerToken(PARTNER).token)).toBeNull();
+  it('a token of a partner no longer configured is refused', async () => {
+    const a = new Authenticator(new MemoryDirectory(), [PARTNER], SECRET);
+    const b = new Authenticator(new MemoryDirectory(), [LIMITED_PARTNER], SECRET);
+    expect(await b.verifyPartnerToken((await a.issuePartnerToken(PARTNER)).token)).toBeNull();
+  });
+
+  it('the algorithm is pinned to HS256: alg none, HS512 under the same key, and other issuers or audiences are refused', async () => {
+    const auth = new Authenticator(new MemoryDirectory(), [PARTNER], SECRET);
+    const now = Date.now();
+    const key = keyOf(SECRET);
+    // A token laid out as the hand-written issuer of earlier versions made them is still accepted.
+    expect((await auth.verifyPartnerToken(handMade({ alg: 'HS256', typ: 'JWT' }, claimsNow(now), key), now))?.id).toBe(PARTNER.id);
+    expect(await auth.verifyPartnerToken(handMade({ alg: 'HS512', typ: 'JWT' }, claimsNow(now), key, 'sha512'), now)).toBeNull();
+    const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url')}.${Buffer.from(JSON.stringify(claimsNow(now))).toString('base64url')}.`;
+    expect(await auth.verifyPartnerToken(none, now)).toBeNull();
+    expect(await auth.verifyPartnerToken(handMade({ alg: 'HS256', typ: 'JWT' }, { ...claimsNow(now), iss: 'elsewhere' }, key), now)).toBeNull();
+    expect(await auth.verifyPartnerToken(handMade({ alg: 'HS256', typ: 'JWT' }, { ...claimsNow(now), aud: 'customer' }, key), now)).toBeNull();
+    expect(await auth.verifyPartnerToken(handMade({ alg: 'HS256', typ: 'JWT' }, { ...claimsNow(now), sub: 'PT-other' }, key), now)).toBeNull();
   });
 });

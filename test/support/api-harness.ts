@@ -21,6 +21,8 @@ import { RedisLocationStore } from '../../src/store/location/redis.js';
 import type { CallStore } from '../../src/store/calls/calls.js';
 import { MemoryCallStore } from '../../src/store/calls/memory.js';
 import { RedisCallStore } from '../../src/store/calls/redis.js';
+import { sealSigningSecrets } from '../../src/events/signing-secrets.js';
+import { createSecretBox, type SecretBox } from '../../src/security/secret-box.js';
 import { startRedis, type RedisServerHandle } from './redis-server.mjs';
 
 export type StoreKind = 'memory' | 'redis';
@@ -78,8 +80,14 @@ export interface Harness {
   location: LocationStore;
   credentials: CredentialStore;
   directory: Directory;
-  /** Calls, CDRs and signing secrets (RedisCallStore on the harness's Redis, else memory). */
+  /** Calls, CDRs and signing secrets (RedisCallStore on the harness's Redis, else memory), signing secrets sealed as the app does. */
   calls: CallStore;
+  /** The same store beneath the sealing: what is really kept (signing secrets as `enc:v1:…`). */
+  rawCalls: CallStore;
+  /** The box sealing signing secrets (the harness config's DATA_ENCRYPTION_KEY, or extra.secretBox). */
+  secretBox: SecretBox;
+  /** The harness's own Redis connection (null on memory). */
+  redis: Redis | null;
   config: Readonly<Config>;
   /** AORs passed to onEndpointRemoved, in order. */
   removed: Aor[];
@@ -101,6 +109,9 @@ export function testConfig(over: Partial<Config> = {}): Readonly<Config> {
     production: false,
     sipDomain: 'sip.test',
     nonceSecret: 'test-nonce-secret-0123456789',
+    // A fixed test key (kid `test`): 32 bytes, base64.
+    dataEncryptionKeys: [{ kid: 'test', key: Buffer.alloc(32, 7).toString('base64') }],
+    dataKeySource: 'configured',
     ...over,
   });
 }
@@ -117,7 +128,7 @@ export async function stopRedisServer(): Promise<void> {
   await r?.stop();
 }
 
-export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, extra: { logger?: Logger } = {}): Promise<Harness> {
+export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, extra: { logger?: Logger; secretBox?: SecretBox } = {}): Promise<Harness> {
   const config = testConfig(over);
   let location: LocationStore;
   let credentials: CredentialStore;
@@ -137,6 +148,9 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     directory = new RedisDirectory(redis, { closeConnection: false });
     calls = new RedisCallStore(redis, { closeConnection: false });
   }
+  const rawCalls = calls;
+  const secretBox = extra.secretBox ?? createSecretBox(config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
+  calls = sealSigningSecrets(rawCalls, secretBox);
   const removed: Aor[] = [];
   const app = await buildApiServer({
     config,
@@ -199,6 +213,9 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     credentials,
     directory,
     calls,
+    rawCalls,
+    secretBox,
+    redis,
     config,
     removed,
     request,
