@@ -50,6 +50,7 @@ import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
 import type { Aor } from './store/location/location.js';
+import { createBilling, type Billing } from './billing/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -64,6 +65,8 @@ export interface App {
   readonly credentials: CredentialStore;
   readonly directory: Directory;
   readonly registrar: Registrar;
+  /** Ledger and rate deck (docs/billing.md); main reloads the deck on SIGHUP. */
+  readonly billing: Billing;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
@@ -228,6 +231,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   // Calls, CDRs and callbacks (docs/events.md "Calls", docs/callbacks.md): recorded in the
   // store with the change that causes them, delivered by every process from a leased outbox.
   const calls: CallStore = countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics);
+  const billing = createBilling({ config, redis, registry: metrics.registry, log: log.child({ component: 'billing' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const dispatcher = new CallbackDispatcher({
     store: calls,
@@ -355,6 +359,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     credentials,
     directory,
     registrar,
+    billing,
     metrics,
     router,
     async start() {
@@ -390,6 +395,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           onEndpointRemoved,
           eventHub,
           calls,
+          billing,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,

@@ -106,6 +106,8 @@ export function runPrimary(
     env.PARTNER_AUTH_ID = dev.authId;
     env.PARTNER_AUTH_TOKEN = dev.authToken;
   }
+  // The generated operator token (docs/billing.md "Funding"): one for every worker.
+  if (config.adminTokenGenerated && config.adminAuthToken) env.ADMIN_AUTH_TOKEN = config.adminAuthToken;
   const udpMode = udpWorkerMode();
   if (config.udpPort !== null) {
     log.info(

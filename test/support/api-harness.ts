@@ -10,6 +10,7 @@ import { buildApiServer } from '../../src/api/server.js';
 import { DEFAULTS, type Config, type PartnerConfig } from '../../src/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import type { CredentialStore } from '../../src/store/credentials/credentials.js';
+import type { CallStore } from '../../src/store/calls/calls.js';
 import type { Directory } from '../../src/store/directory/directory.js';
 import { MemoryDirectory } from '../../src/store/directory/memory.js';
 import { RedisDirectory } from '../../src/store/directory/redis.js';
@@ -112,7 +113,11 @@ export async function stopRedisServer(): Promise<void> {
   await r?.stop();
 }
 
-export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, extra: { logger?: Logger } = {}): Promise<Harness> {
+/**
+ * @param extra.redisUrl a Redis of the test's own (kind `redis`) instead of the shared one.
+ * @param extra.calls the call store the API reads CDRs from (an embedded one when absent).
+ */
+export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, extra: { logger?: Logger; redisUrl?: string; calls?: CallStore } = {}): Promise<Harness> {
   const config = testConfig(over);
   let location: LocationStore;
   let credentials: CredentialStore;
@@ -123,8 +128,10 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     credentials = new MemoryCredentialStore();
     directory = new MemoryDirectory();
   } else {
-    const server = await redisServer();
-    redis = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: false });
+    const url = extra.redisUrl ?? (await redisServer()).url;
+    redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: false });
+    // A test that stops its Redis must not meet an unhandled 'error' event.
+    redis.on('error', () => undefined);
     location = new RedisLocationStore(redis, { closeConnection: false });
     credentials = new RedisCredentialStore(redis, { closeConnection: false });
     directory = new RedisDirectory(redis, { closeConnection: false });
@@ -138,6 +145,7 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     directory,
     redis,
     onEndpointRemoved: (aor) => removed.push(aor),
+    ...(extra.calls ? { calls: extra.calls } : {}),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();
