@@ -15,8 +15,6 @@ export const AMOUNT_DECIMALS = 5;
  * by the stores (a credit that would leave it is refused).
  */
 export const MAX_AMOUNT_MINOR = 100_000_000_000_000;
-/** No balance may leave ± this (exact integer arithmetic in Lua's doubles). */
-export const MAX_BALANCE_MINOR = Number.MAX_SAFE_INTEGER;
 
 /** Why an amount was refused (the 400's `details` message). */
 export type AmountProblem = string;

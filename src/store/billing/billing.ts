@@ -17,6 +17,9 @@
  * Amounts are integers of minor units (1/100000, billing/amount.ts).
  */
 
+/** No balance may leave ± this: integers stay exact in Lua's doubles and JavaScript numbers. */
+export const MAX_BALANCE_MINOR = Number.MAX_SAFE_INTEGER;
+
 export type TxType = 'credit' | 'debit';
 export type ReferenceType = 'recharge' | 'transfer' | 'cdr' | 'did_setup' | 'did_rental' | 'refund';
 export const REFERENCE_TYPES: readonly ReferenceType[] = ['recharge', 'transfer', 'cdr', 'did_setup', 'did_rental', 'refund'];

@@ -1,5 +1,5 @@
-import { MAX_BALANCE_MINOR } from '../../billing/amount.js';
 import {
+  MAX_BALANCE_MINOR,
   floorOf,
   rowMatches,
   summaryFrom,

@@ -1,8 +1,8 @@
 import type { RedisClient } from '../redis/client.js';
 import { RedisBacked, type RedisStoreOptions } from '../redis/backed.js';
 import { LuaScript } from '../redis/script.js';
-import { MAX_BALANCE_MINOR } from '../../billing/amount.js';
 import {
+  MAX_BALANCE_MINOR,
   rowMatches,
   summaryFrom,
   type BillingStore,
