@@ -680,7 +680,8 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     cfg.partners.push({
       id: 'dev-partner',
       authId: 'DEVPARTNER',
-      authToken: randomBytes(24).toString('base64url'),
+      // Workers get their primary's (src/cluster.ts), so every process accepts the one printed.
+      authToken: env.SIP_EDGE_DEV_PARTNER_TOKEN || randomBytes(24).toString('base64url'),
       name: 'Development partner',
       email: 'dev@localhost',
       password: null,

@@ -28,6 +28,11 @@ describe('money settings', () => {
     expect((err as Error).message).toBe('ADMIN_AUTH_TOKEN must be at least 16 characters');
   });
 
+  it('workers take their primary’s development partner whole (id, token, may transfer)', () => {
+    const w = loadConfig({ SIP_EDGE_DEV_PARTNER_TOKEN: 'the-primary-token-0123456789' }, { configFile: null });
+    expect(w.partners).toMatchObject([{ id: 'dev-partner', authId: 'DEVPARTNER', authToken: 'the-primary-token-0123456789', canTransferBalance: true, currency: 'USD' }]);
+  });
+
   it('DEFAULT_CURRENCY (USD) is every partner’s currency unless partners[].currency says otherwise; unknown codes are refused', () => {
     expect(loadConfig({}, { configFile: null }).defaultCurrency).toBe('USD');
     const dir = mkdtempSync(join(tmpdir(), 'cfg-money-'));
