@@ -49,7 +49,6 @@ import { RedisMediaSessionStore } from './store/media/redis.js';
 import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
-import type { Aor } from './store/location/location.js';
 import { createBilling, type Billing } from './billing/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
@@ -343,14 +342,6 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     transports.set('wss', new WsTransport('wss', { ...ws, port: config.wssPort, tls: tlsCreds }, router, sipLog));
   }
 
-  /**
-   * An endpoint's bindings were removed by the API (password change, delete): its
-   * TCP/TLS/WS flows close unless another endpoint still uses them (docs/design.md).
-   */
-  const onEndpointRemoved = (aor: Aor): void => {
-    registrar.endpointRemoved(aor);
-  };
-
   let http: FastifyInstance | null = null;
   let sweeper: NodeJS.Timeout | null = null;
   const started: Transport[] = [];
@@ -392,7 +383,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           credentials,
           directory,
           redis,
-          onEndpointRemoved,
+          // Bindings removed by the API: their flows close unless another endpoint uses them (docs/design.md).
+          onEndpointRemoved: (aor) => registrar.endpointRemoved(aor),
           eventHub,
           calls,
           billing,
