@@ -42,7 +42,15 @@ const EURO: PartnerConfig = Object.freeze({
   email: 'euro@example.test',
   currency: 'EUR',
 });
+const RACE: PartnerConfig = Object.freeze({
+  ...MONEY,
+  id: 'PT-race',
+  authId: 'PARACEPARTNER0000001',
+  authToken: 'race-token-0123456789abcdef00',
+  email: 'race@example.test',
+});
 const money = { id: MONEY.authId, token: MONEY.authToken };
+const race = { id: RACE.authId, token: RACE.authToken };
 const euro = { id: EURO.authId, token: EURO.authToken };
 const plain = { id: PARTNER.authId, token: PARTNER.authToken };
 const admin = { 'x-admin-token': ADMIN };
@@ -67,7 +75,7 @@ describe.each(STORE_KINDS)('money API (%s store)', (kind) => {
         cb();
       },
     });
-    h = await startHarness(kind, { adminAuthToken: ADMIN, partners: [PARTNER, MONEY, EURO] }, { logger: createLogger('info', sink), calls });
+    h = await startHarness(kind, { adminAuthToken: ADMIN, partners: [PARTNER, MONEY, EURO, RACE] }, { logger: createLogger('info', sink), calls });
   });
   afterAll(async () => {
     await h.close();
@@ -189,6 +197,29 @@ describe.each(STORE_KINDS)('money API (%s store)', (kind) => {
     // Nothing moved.
     expect((await h.request('GET', `/api/v1/Account/${c.id}/balance/USD`, { auth: c })).json.balance).toBe('0.00000');
     expect((await h.request('GET', '/api/v1/partner/me', { auth: money })).json.balance).toBe(me.json.balance);
+  });
+
+  it('50 concurrent transfer requests against 30.00000 of partner balance: 30 succeed, 20 are 400 insufficient_balance, the partner ends at 0', async () => {
+    const customers = [await customerOf(h, race, 'r1'), await customerOf(h, race, 'r2'), await customerOf(h, race, 'r3')];
+    expect((await credit(`/api/v1/admin/partners/${RACE.id}/credit`, { amount: '30', currency: 'USD' })).status).toBe(200);
+    const all = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => h.request('POST', `/api/v1/partner/accounts/${customers[i % 3]?.id}/transfer-balance`, { auth: race, body: { amount: '1', currency: 'USD' } })),
+    );
+    expect(all.filter((r) => r.status === 200)).toHaveLength(30);
+    const refused = all.filter((r) => r.status === 400);
+    expect(refused).toHaveLength(20);
+    for (const r of refused) expect(r.json).toMatchObject({ error: 'insufficient_balance', current_balance: '0.00000', requested_amount: '1.00000' });
+    expect((await h.request('GET', '/api/v1/partner/me', { auth: race })).json.balance).toBe(0);
+    let sum = 0;
+    for (const c of customers) {
+      const b = await h.request('GET', `/api/v1/partner/accounts/${c.id}/balance`, { auth: race });
+      const rows = await h.request('GET', `/api/v1/partner/accounts/${c.id}/transactions?per_page=100`, { auth: race });
+      expect((rows.json.transactions as unknown[]).length).toBe(Number(b.json.balance));
+      sum += Number(b.json.balance);
+    }
+    expect(sum).toBe(30);
+    const dash = await h.request('GET', '/api/v1/partner/dashboard', { auth: race });
+    expect(dash.json).toMatchObject({ total_balance: '30.00000', accounts: { total: 3 } });
   });
 
   it('an Idempotency-Key makes a retried transfer happen once (also 8 at once); the same key with another body is 422', async () => {
