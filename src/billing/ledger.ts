@@ -152,15 +152,20 @@ export class Ledger {
     who: { customer: CustomerRef } | { partner: PartnerConfig },
     e: { type: TxType; amount: number; currency: string; referenceType: ReferenceType; referenceId: string; description: string; key?: string },
   ): Promise<PostResult> {
-    if ('customer' in who) await this.customerAccount(who.customer);
-    else await this.partnerAccount(who.partner);
     const { book, account } = this.address(who);
-    const r = await this.store.post(book, {
+    const post = {
       key: e.key ?? `${e.referenceType}:${account}:${randomUUID()}`,
       currency: e.currency,
       at: this.#at(),
       postings: [{ id: newTxId(), account, type: e.type, amount: e.amount, referenceType: e.referenceType, referenceId: e.referenceId, description: e.description }],
-    });
+    };
+    // One round trip when the account exists (a call's debit); open it and try again when not.
+    let r = await this.store.post(book, post);
+    if (!r.ok && r.reason === 'no_account') {
+      if ('customer' in who) await this.customerAccount(who.customer);
+      else await this.partnerAccount(who.partner);
+      r = await this.store.post(book, post);
+    }
     return this.#count(r);
   }
 
@@ -180,18 +185,22 @@ export class Ledger {
    */
   async transfer(p: PartnerConfig, c: CustomerRef, amount: number, currency: string, description: string, idempotencyKey: string | null): Promise<TransferResult> {
     if (c.partnerId !== p.id) throw new Error('transfer to another partner’s customer');
-    await this.partnerAccount(p);
-    await this.customerAccount(c);
     const transferId = idempotencyKey !== null ? `TR${createHash('sha256').update(`${p.id}\u0000${c.authId}\u0000${idempotencyKey}`).digest('hex').slice(0, 24)}` : `TR${randomUUID().replace(/-/g, '').slice(0, 24)}`;
-    const r = await this.store.post(p.id, {
+    const post = {
       key: `transfer:${transferId}`,
       currency,
       at: this.#at(),
       postings: [
-        { id: newTxId(), account: PARTNER_ACCOUNT, type: 'debit', amount, referenceType: 'transfer', referenceId: transferId, description },
-        { id: newTxId(), account: c.authId, type: 'credit', amount, referenceType: 'transfer', referenceId: transferId, description },
+        { id: newTxId(), account: PARTNER_ACCOUNT, type: 'debit' as const, amount, referenceType: 'transfer' as const, referenceId: transferId, description },
+        { id: newTxId(), account: c.authId, type: 'credit' as const, amount, referenceType: 'transfer' as const, referenceId: transferId, description },
       ],
-    });
+    };
+    let r = await this.store.post(p.id, post);
+    if (!r.ok && r.reason === 'no_account') {
+      await this.partnerAccount(p);
+      await this.customerAccount(c);
+      r = await this.store.post(p.id, post);
+    }
     this.#count(r);
     if (!r.ok) return r;
     const [debit, credit] = r.rows as [LedgerRow, LedgerRow];
