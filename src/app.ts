@@ -51,7 +51,7 @@ import { RedisMediaSessionStore } from './store/media/redis.js';
 import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
-import type { Aor } from './store/location/location.js';
+import { createBilling, type Billing } from './billing/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -66,6 +66,8 @@ export interface App {
   readonly credentials: CredentialStore;
   readonly directory: Directory;
   readonly registrar: Registrar;
+  /** Ledger and rate deck (docs/billing.md); main reloads the deck on SIGHUP. */
+  readonly billing: Billing;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
@@ -235,6 +237,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   // Signing secrets are sealed at rest with DATA_ENCRYPTION_KEY (README "Secrets at rest").
   const secretBox = createSecretBox(config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
   const calls: CallStore = sealSigningSecrets(countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics), secretBox);
+  const billing = createBilling({ config, redis, registry: metrics.registry, log: log.child({ component: 'billing' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
@@ -354,14 +357,6 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     transports.set('wss', new WsTransport('wss', { ...ws, port: config.wssPort, tls: tlsCreds }, router, sipLog));
   }
 
-  /**
-   * An endpoint's bindings were removed by the API (password change, delete): its
-   * TCP/TLS/WS flows close unless another endpoint still uses them (docs/design.md).
-   */
-  const onEndpointRemoved = (aor: Aor): void => {
-    registrar.endpointRemoved(aor);
-  };
-
   let http: FastifyInstance | null = null;
   let sweeper: NodeJS.Timeout | null = null;
   const started: Transport[] = [];
@@ -370,6 +365,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     credentials,
     directory,
     registrar,
+    billing,
     metrics,
     router,
     async start() {
@@ -402,9 +398,11 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           credentials,
           directory,
           redis,
-          onEndpointRemoved,
+          // Bindings removed by the API: their flows close unless another endpoint uses them (docs/design.md).
+          onEndpointRemoved: (aor) => registrar.endpointRemoved(aor),
           eventHub,
           calls,
+          billing,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,

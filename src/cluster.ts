@@ -101,11 +101,11 @@ export function runPrimary(
     SIP_EDGE_WORKER: '1',
     ...extraEnv,
   };
+  // The development partner the primary made: the same one (id, token, rights) in every worker.
   const dev = config.partners.find((p) => p.generated);
-  if (dev) {
-    env.PARTNER_AUTH_ID = dev.authId;
-    env.PARTNER_AUTH_TOKEN = dev.authToken;
-  }
+  if (dev) env.SIP_EDGE_DEV_PARTNER_TOKEN = dev.authToken;
+  // The generated operator token (docs/billing.md "Funding"): one for every worker.
+  if (config.adminTokenGenerated && config.adminAuthToken) env.ADMIN_AUTH_TOKEN = config.adminAuthToken;
   const udpMode = udpWorkerMode();
   if (config.udpPort !== null) {
     log.info(

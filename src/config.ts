@@ -7,6 +7,7 @@ import { createSecureContext } from 'node:tls';
 import { ConfigError } from './errors.js';
 import { parseAllowedNetworks } from './events/network-guard.js';
 import { deriveDataKey, parseDataKeys, randomDataKey } from './security/secret-box.js';
+import { normalizeCurrency } from './billing/currency.js';
 
 /** A listener port: a number (0 = pick a free port) or null when switched `off`. */
 export type PortSetting = number | null;
@@ -38,6 +39,8 @@ export interface PartnerConfig {
   company: string;
   canCreateAccounts: boolean;
   canTransferBalance: boolean;
+  /** Currency of the partner's balance and of its customers' (ISO 4217). @default DEFAULT_CURRENCY */
+  currency?: string;
   /** Made at start-up because none was configured (development only); main prints its token once. */
   generated?: boolean;
 }
@@ -221,6 +224,18 @@ export interface Config {
   dataEncryptionKeys: ReadonlyArray<{ kid: string; key: string }>;
   /** Where the key ring came from: the setting, NONCE_SECRET (development), or random for this run (development). */
   dataKeySource: 'configured' | 'nonce-secret' | 'random';
+  /**
+   * Secret of the operator routes under /api/v1/admin/ (header X-Admin-Token; docs/billing.md
+   * "Funding"). null: those routes answer 404. Development makes one (shown once by main).
+   * @default null
+   */
+  adminAuthToken: string | null;
+  /** Made at start-up because none was configured (development only); main prints it once. */
+  adminTokenGenerated?: boolean;
+  /** Currency of partners that name none (ISO 4217). @default 'USD' */
+  defaultCurrency: string;
+  /** The rate deck CSV (docs/billing.md "Rates"); development loads a sample when unset. @default null */
+  rateDeckFile: string | null;
   partners: PartnerConfig[];
   /** 'production' refuses built-in development credentials. */
   production: boolean;
@@ -293,6 +308,9 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   rtpengineNg: null,
   /** Becomes 'bridge' when RTPENGINE_NG is set and MEDIA_RELAY is not (loadConfig). */
   mediaRelay: 'never' as MediaRelayMode,
+  adminAuthToken: null,
+  defaultCurrency: 'USD',
+  rateDeckFile: null,
 });
 
 type Env = Record<string, string | undefined>;
@@ -363,7 +381,22 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['RTPENGINE_NG', 'rtpengineNg', engineList],
   ['MEDIA_RELAY', 'mediaRelay', mediaRelay],
   ['DATA_ENCRYPTION_KEY', 'dataEncryptionKeys', dataKeys],
+  ['ADMIN_AUTH_TOKEN', 'adminAuthToken', adminToken],
+  ['DEFAULT_CURRENCY', 'defaultCurrency', currency],
+  ['RATE_DECK_FILE', 'rateDeckFile', optStr],
 ];
+
+function adminToken(v: string, name: string): string {
+  const t = v.trim();
+  // The value itself is never part of an error: it is a secret.
+  if (t.length < 16) throw new ConfigError(`${name} must be at least 16 characters`);
+  return t;
+}
+function currency(v: string, name: string): string {
+  const c = normalizeCurrency(v.trim());
+  if (c === null) throw new ConfigError(`${name} must be an ISO 4217 currency code such as USD, got "${v}"`);
+  return c;
+}
 
 function str(v: string): string {
   return v.trim();
@@ -604,6 +637,7 @@ function parsePartner(raw: unknown, where: string): PartnerConfig {
     company: s('company', false) ?? '',
     canCreateAccounts: o.can_create_accounts !== false,
     canTransferBalance: o.can_transfer_balance === true,
+    ...(o.currency !== undefined ? { currency: currency(String(o.currency), `${where}.currency`) } : {}),
   };
 }
 
@@ -710,16 +744,26 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     cfg.partners.push({
       id: 'dev-partner',
       authId: 'DEVPARTNER',
-      authToken: randomBytes(24).toString('base64url'),
+      // Workers get their primary's (src/cluster.ts), so every process accepts the one printed.
+      authToken: env.SIP_EDGE_DEV_PARTNER_TOKEN || randomBytes(24).toString('base64url'),
       name: 'Development partner',
       email: 'dev@localhost',
       password: null,
       company: 'sip-edge development',
       canCreateAccounts: true,
-      canTransferBalance: false,
+      // So the README's money flow (credit → transfer → call) works on a fresh clone.
+      canTransferBalance: true,
       generated: true,
     });
   }
+  if (cfg.adminAuthToken === null && !cfg.production) {
+    // Development: an operator token shown once on the terminal by main (never logged),
+    // so the README's money flow can credit a partner. Production: unset = no admin routes.
+    cfg.adminAuthToken = randomBytes(24).toString('base64url');
+    cfg.adminTokenGenerated = true;
+  }
+  // A partner's currency defaults to DEFAULT_CURRENCY (read after the file and the environment).
+  cfg.partners = cfg.partners.map((p) => ({ ...p, currency: p.currency ?? cfg.defaultCurrency }));
   const seen = new Set<string>();
   for (const p of cfg.partners) {
     if (seen.has(p.authId)) throw new ConfigError(`partner auth_id ${p.authId} is configured twice`);

@@ -67,6 +67,7 @@ async function main(): Promise<void> {
       (ports, workers) => {
         logListening(config, log, ports, workers);
         showDevPartner(config, ports.http);
+        showDevAdmin(config, ports.http);
       },
       storeEnv,
     );
@@ -99,6 +100,7 @@ async function main(): Promise<void> {
   } else {
     logListening(config, log, ports, 1);
     showDevPartner(config, ports.http);
+    showDevAdmin(config, ports.http);
   }
 
   let stopping = false;
@@ -135,6 +137,12 @@ async function main(): Promise<void> {
     } catch (err) {
       log.error({ err }, 'tls reload failed; keeping the old certificate');
     }
+    try {
+      const deck = app.billing.rates.reload();
+      log.info({ rates: deck.size, source: deck.source }, 'rate deck reloaded');
+    } catch (err) {
+      log.error({ err: err instanceof Error ? err.message : String(err) }, 'rate deck reload failed; keeping the deck in use');
+    }
   });
   // The network must never take the process down; log loudly and count instead
   // (process_unhandled_rejections_total; the fuzz harness requires it to stay 0).
@@ -161,6 +169,17 @@ function logListening(config: Readonly<Config>, log: Logger, ports: PortsLine, w
       pid: process.pid,
     },
     'listening',
+  );
+}
+
+/** A generated development operator token (ADMIN_AUTH_TOKEN unset): shown once, on the terminal (stderr), never in the JSON log. */
+function showDevAdmin(config: Readonly<Config>, httpPort: number | null): void {
+  if (!config.adminTokenGenerated || config.adminAuthToken === null) return;
+  process.stderr.write(
+    `\nsip-edge development operator token (ADMIN_AUTH_TOKEN is not set; NODE_ENV is not production):\n` +
+      `  X-Admin-Token: ${config.adminAuthToken}\n` +
+      `  credit a partner: curl -s -X POST http://127.0.0.1:${httpPort ?? 8080}/api/v1/admin/partners/${config.partners.find((p) => p.generated)?.id ?? '<partner id>'}/credit \\\n` +
+      `    -H 'X-Admin-Token: <token above>' -H 'Content-Type: application/json' -d '{"amount":"100.00","currency":"USD"}'\n\n`,
   );
 }
 

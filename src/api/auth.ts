@@ -23,9 +23,10 @@ export type Principal =
  * - `public`: anyone (partner login);
  * - `customer`: an account or sub-account, on its own `/Account/<auth_id>/` path;
  * - `account`: an account (not a sub-account) on its own path;
- * - `partner`: a partner.
+ * - `partner`: a partner;
+ * - `admin`: the operator, by `X-Admin-Token: <ADMIN_AUTH_TOKEN>` (404 while that is unset).
  */
-export type Access = 'probe' | 'public' | 'customer' | 'account' | 'partner';
+export type Access = 'probe' | 'public' | 'customer' | 'account' | 'partner' | 'admin';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -207,4 +208,16 @@ export class Authenticator {
     const entry = this.#partners.get(claims.aid);
     return entry && entry.partner.id === claims.sub ? entry.partner : null;
   }
+}
+
+/**
+ * The operator check of `admin` routes: 404 (as for a route that does not exist)
+ * when no ADMIN_AUTH_TOKEN is configured, 401 when the header is missing or wrong.
+ * Compared as SHA-256 digests in constant time; the token is never echoed.
+ */
+export function checkAdminToken(req: FastifyRequest, configured: string | null): void {
+  if (configured === null) throw notFound(`No route ${req.method} ${req.url.split('?')[0] ?? ''}.`);
+  const given = headerValue(req, 'x-admin-token');
+  const ok = timingSafeEqual(sha256(given ?? ''), sha256(configured));
+  if (given === null || !ok) throw unauthorized('Missing or wrong X-Admin-Token.');
 }

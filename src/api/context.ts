@@ -14,6 +14,7 @@ import type { EndpointProvisioning } from '../provisioning/endpoints.js';
 import type { Authenticator } from './auth.js';
 import { detailsFromAjv, unauthorized, type Details, type ForbiddenFieldMessages } from './errors.js';
 import type { Idempotency } from './idempotency.js';
+import type { Billing } from '../billing/index.js';
 
 /** Dependencies and shared services of the route modules. */
 export interface ApiContext {
@@ -24,6 +25,8 @@ export interface ApiContext {
   directory: Directory;
   /** Calls, CDRs, callback outbox and signing secrets. */
   calls: CallStore;
+  /** Ledger and rates (docs/billing.md). */
+  billing: Billing;
   auth: Authenticator;
   idempotency: Idempotency;
   /** The writes behind endpoint create/update/delete and the sub-account cascade. */

@@ -18,6 +18,7 @@ import { newSigningSecret } from './cdrs.js';
 import type { FastifyInstance } from 'fastify';
 import { accountSipDomain, hashToken, newAuthId, newAuthToken, type AccountRecord } from '../store/directory/directory.js';
 import { accountView } from './account.js';
+import { amountNumber } from '../billing/amount.js';
 import { ApiError, badRequest, describedPattern, forbidden } from './errors.js';
 import { bodyObject, isoNow, optString, validationDetails, type ApiContext } from './context.js';
 
@@ -95,6 +96,8 @@ export function registerPartnerRoutes(app: FastifyInstance, ctx: ApiContext): vo
     const p = req.principal;
     if (p?.kind !== 'partner') throw forbidden('Customer credentials cannot call partner operations.');
     const { partner } = p;
+    // The balance is the partner's ledger account (docs/billing.md); a number, as the spec types it.
+    const own = await ctx.billing.ledger.partnerAccount(partner);
     // Profile fields the configuration does not carry get neutral values.
     return {
       api_id: req.id,
@@ -103,8 +106,8 @@ export function registerPartnerRoutes(app: FastifyInstance, ctx: ApiContext): vo
       email: partner.email,
       phone: '',
       company: partner.company,
-      balance: 0,
-      currency: 'INR',
+      balance: amountNumber(own.balance),
+      currency: own.currency,
       gstin: '',
       gst_status: 'not_registered',
       tds_applicable: false,
@@ -155,6 +158,8 @@ export function registerPartnerRoutes(app: FastifyInstance, ctx: ApiContext): vo
           // so that no callback of the account is ever made without one.
           const signingSecret = newSigningSecret();
           await ctx.calls.setSigningSecret(rec.sipDomain, signingSecret);
+          // Its ledger account, in the partner's currency (an unused one is harmless if the Auth ID is taken).
+          await ctx.billing.ledger.customerAccount(rec);
           if (await ctx.directory.createAccount(rec)) {
             req.log.info({ account: authId, partner: p.partner.id }, 'customer account created');
             // The token and the signing secret are shown this once.

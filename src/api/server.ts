@@ -24,7 +24,7 @@ import type { Aor, LocationStore } from '../store/location/location.js';
 import { EndpointProvisioning } from '../provisioning/endpoints.js';
 import { registerAccountRoutes } from './account.js';
 import { registerApplicationRoutes } from './applications.js';
-import { Authenticator, headerValue, type Access, type Principal } from './auth.js';
+import { Authenticator, checkAdminToken, headerValue, type Access, type Principal } from './auth.js';
 import type { ApiContext } from './context.js';
 import { registerEndpointRoutes } from './endpoints.js';
 import { registerCdrRoutes } from './cdrs.js';
@@ -36,6 +36,10 @@ import { registerHealthRoutes, type OperatorHooks } from './health.js';
 import { Idempotency } from './idempotency.js';
 import { registerPartnerRoutes } from './partner.js';
 import { registerSubAccountRoutes } from './subaccounts.js';
+import { createBilling, type Billing } from '../billing/index.js';
+import { registerBalanceRoutes } from './balance.js';
+import { registerAdminRoutes } from './admin.js';
+import { registerPartnerMoneyRoutes } from './partner-money.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -50,6 +54,8 @@ export interface ApiServerDeps {
   onEndpointRemoved?: (aor: Aor) => void;
   /** Calls, CDRs and callbacks (docs/events.md); an embedded one when absent. */
   calls?: CallStore;
+  /** Ledger and rates (docs/billing.md); an embedded one (on `redis` when given) when absent. */
+  billing?: Billing;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -191,6 +197,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     credentials: deps.credentials,
     directory: deps.directory,
     calls: deps.calls ?? new MemoryCallStore(),
+    billing: deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null }),
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -263,7 +270,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     const notFoundShape = route.config?.notFound;
     if (access === 'probe') return;
     const startAuth = (req: FastifyRequest, _reply: FastifyReply, done: () => void): void => {
-      if (access !== 'public') {
+      if (access !== 'public' && access !== 'admin') {
         const p = ctx.auth.authenticate(req);
         // Awaited by the guard; a request refused before it (429) leaves it unread.
         p.catch(() => undefined);
@@ -277,6 +284,10 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
+      if (access === 'admin') {
+        checkAdminToken(req, deps.config.adminAuthToken);
+        return;
+      }
       const principal = await (pendingAuth.get(req) ?? ctx.auth.authenticate(req));
       req.principal = principal;
       const params = (req.params ?? {}) as Record<string, unknown>;
@@ -303,5 +314,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerCdrRoutes(app, ctx);
   registerApplicationRoutes(app, ctx);
   registerSubAccountRoutes(app, ctx);
+  registerBalanceRoutes(app, ctx);
+  registerAdminRoutes(app, ctx);
+  registerPartnerMoneyRoutes(app, ctx);
   return app;
 }

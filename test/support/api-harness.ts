@@ -128,7 +128,16 @@ export async function stopRedisServer(): Promise<void> {
   await r?.stop();
 }
 
-export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, extra: { logger?: Logger; secretBox?: SecretBox } = {}): Promise<Harness> {
+/**
+ * @param extra.redisUrl a Redis of the test's own (kind `redis`) instead of the shared one.
+ * @param extra.calls the call store the API reads CDRs from, instead of the harness's own.
+ * @param extra.secretBox the box sealing signing secrets (else one from the config's DATA_ENCRYPTION_KEY).
+ */
+export async function startHarness(
+  kind: StoreKind,
+  over: Partial<Config> = {},
+  extra: { logger?: Logger; secretBox?: SecretBox; redisUrl?: string; calls?: CallStore } = {},
+): Promise<Harness> {
   const config = testConfig(over);
   let location: LocationStore;
   let credentials: CredentialStore;
@@ -141,8 +150,10 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     directory = new MemoryDirectory();
     calls = new MemoryCallStore();
   } else {
-    const server = await redisServer();
-    redis = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: false });
+    const url = extra.redisUrl ?? (await redisServer()).url;
+    redis = new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: false });
+    // A test that stops its Redis must not meet an unhandled 'error' event.
+    redis.on('error', () => undefined);
     location = new RedisLocationStore(redis, { closeConnection: false });
     credentials = new RedisCredentialStore(redis, { closeConnection: false });
     directory = new RedisDirectory(redis, { closeConnection: false });
@@ -161,6 +172,7 @@ export async function startHarness(kind: StoreKind, over: Partial<Config> = {}, 
     calls,
     redis,
     onEndpointRemoved: (aor) => removed.push(aor),
+    ...(extra.calls ? { calls: extra.calls } : {}),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();

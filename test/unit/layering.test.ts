@@ -16,7 +16,8 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
 const FORBIDDEN: Record<string, readonly string[]> = {
   transport: ['store', 'core', 'registrar', 'proxy', 'api', 'auth', 'security', 'fleet'],
   core: ['registrar', 'proxy', 'api', 'store', 'security', 'fleet'],
-  store: ['core', 'transport', 'registrar', 'proxy', 'api', 'security', 'auth', 'fleet'],
+  store: ['core', 'transport', 'registrar', 'proxy', 'api', 'security', 'auth', 'fleet', 'billing'],
+  billing: ['transport', 'core', 'registrar', 'proxy', 'api', 'security', 'auth', 'fleet', 'media'],
   api: ['transport', 'core', 'proxy', 'registrar'],
   media: ['transport', 'core', 'store', 'registrar', 'proxy', 'api', 'auth', 'security', 'fleet', 'provisioning'],
 };
