@@ -4,7 +4,8 @@ import { defineConfig } from 'vitest/config';
 /**
  * Files that load the machine: SIPp at hundreds of registrations a second, benchmarks,
  * fuzzers, floods, three-node fleets, worker restarts. They run one at a time in lane
- * "load"; everything else runs one at a time in lane "rest", beside it (README "Tests").
+ * "load"; everything else runs one at a time in lane "rest", beside it (README "Tests"):
+ * test/run-lanes.mjs starts one vitest process per lane (`--project load|rest`).
  * Two heavy files at once on a 2-core machine starved each other's UDP answers past
  * SIPp's timers; a heavy file beside a light one (unit, API, a few calls, timers that
  * wait) does not. Every file starts its own servers, Redis, rtpengine and SIPp on free
@@ -38,8 +39,8 @@ export default defineConfig({
     exclude: ['test/.tmp/**', 'node_modules/**'],
     ...common,
     projects: [
-      { extends: true, test: { name: 'load', include: LOAD_FILES, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', ...LOAD_FILES], sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'load', include: LOAD_FILES } },
+      { extends: true, test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', ...LOAD_FILES] } },
     ],
   },
 });

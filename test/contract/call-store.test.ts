@@ -166,7 +166,9 @@ describe.each(kinds)('$name (CallStore contract)', (kind) => {
     expect(await ids({ campaignId: 'spring' })).toEqual(['k3']);
     expect(await ids({ search: '4155550' })).toEqual(['k2']);
     expect(await ids({ subAccount: 'SA1' })).toEqual(['k3']);
-    expect(await store.cdrs(OTHER, {}, { limit: 20, offset: 0 })).toEqual({ total: 0, items: [] });
+    expect(await store.cdrs(OTHER, {}, { limit: 20, offset: 0 })).toEqual({ total: 0, items: [], totals: { count: 0, answered: 0, durationSeconds: 0, billSeconds: 0, lastCallAt: null } });
+    // Totals are over every match, not the page.
+    expect((await store.cdrs(D, {}, { limit: 1, offset: 0 })).totals).toEqual({ count: 4, answered: 1, durationSeconds: 30, billSeconds: 20, lastCallAt: new Date(day('2026-11-04')).toISOString() });
     expect(await store.cdr(D, 'uuid-k2')).toMatchObject({ call_status: 'busy', sip_status: 486 });
     expect(await store.cdr(OTHER, 'uuid-k2')).toBe(null);
   });

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+/**
+ * `npm test` after the typecheck: the whole suite in two lanes at once (README "Tests"),
+ * `vitest run --project load` (files that load the machine, one at a time) beside
+ * `vitest run --project rest` (everything else, one at a time). Each lane is its own
+ * vitest process with its own worker; the run fails when either lane fails. Arguments
+ * (file filters, -t …) are passed to both lanes.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const vitest = fileURLToPath(new URL('../node_modules/vitest/vitest.mjs', import.meta.url));
+const args = process.argv.slice(2);
+const started = Date.now();
+
+/** Runs one lane; resolves with its exit code, its output lines prefixed with the lane. */
+function lane(name) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const child = spawn(process.execPath, [vitest, 'run', '--config', 'test/vitest.config.ts', '--project', name, '--passWithNoTests', ...args], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? '0' },
+    });
+    const prefix = (stream, out) => {
+      let rest = '';
+      stream.on('data', (d) => {
+        const text = rest + d.toString();
+        const lines = text.split('\n');
+        rest = lines.pop() ?? '';
+        for (const l of lines) out.write(`[${name}] ${l}\n`);
+      });
+      stream.on('end', () => rest && out.write(`[${name}] ${rest}\n`));
+    };
+    prefix(child.stdout, process.stdout);
+    prefix(child.stderr, process.stderr);
+    // A signal to the runner reaches both lanes (each stops its own servers).
+    for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => child.kill(sig));
+    child.on('exit', (code, signal) => {
+      const s = ((Date.now() - t0) / 1000).toFixed(0);
+      process.stdout.write(`[${name}] lane finished in ${s} s with ${signal ?? `exit code ${code}`}\n`);
+      resolve(code ?? 1);
+    });
+  });
+}
+
+const codes = await Promise.all([lane('load'), lane('rest')]);
+const failed = codes.some((c) => c !== 0);
+process.stdout.write(`\nboth lanes: ${((Date.now() - started) / 1000).toFixed(0)} s, ${failed ? 'FAILED' : 'passed'}\n`);
+process.exit(failed ? 1 : 0);
