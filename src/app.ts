@@ -256,6 +256,10 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     log: log.child({ component: 'calls' }),
     maxCallMs: config.maxCallDuration * 1000,
     onQueued: () => dispatcher.wake(),
+    // The bill of a rated call, debited once (docs/billing.md "Calls").
+    onEnded: (s, _cdr, bill) => {
+      if (s.charge) void billing.charging.settle(s.callUuid, s.charge, s.callUuid, bill).catch((err: unknown) => log.error({ err, callUuid: s.callUuid }, 'call not settled'));
+    },
   });
   const limiterOptions = { maxCallDurationMs: config.maxCallDuration * 1000 };
   const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
@@ -301,6 +305,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,
     maxCallDurationMs: config.maxCallDuration * 1000,
     calls: callTracker,
+    charging: billing.charging,
     log: log.child({ component: 'proxy' }),
   });
   const router = new SipRouter({
@@ -429,6 +434,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     async stop() {
       if (sweeper) clearInterval(sweeper);
       await dispatcher.stop();
+      billing.charging.stop();
       eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the
       // requests in flight answer, then close flows (WebSockets with 1001) and stores.

@@ -5,12 +5,14 @@
  */
 import { Counter, Registry } from 'prom-client';
 import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
+import { createLogger, type Logger } from '../logger.js';
 import type { RedisClient } from '../store/redis/client.js';
 import type { BillingStore } from '../store/billing/billing.js';
 import { MemoryBillingStore } from '../store/billing/memory.js';
 import { RedisBillingStore } from '../store/billing/redis.js';
 import { Ledger } from './ledger.js';
+import { CallCharging } from './calls.js';
+import { MemoryLiveCallStore, RedisLiveCallStore } from '../store/billing/live.js';
 import { RateDeck, SAMPLE_DECK } from './rate-deck.js';
 
 export { Ledger } from './ledger.js';
@@ -41,6 +43,8 @@ export class Rates {
 export interface Billing {
   ledger: Ledger;
   rates: Rates;
+  /** Prices, credit checks, cuts and debits of calls (billing/calls.ts). */
+  charging: CallCharging;
   /** `sip_calls_cut_for_credit_total` (prepaid enforcement counts its cuts here). */
   callCutForCredit(): void;
 }
@@ -70,5 +74,12 @@ export function createBilling(d: BillingDeps): Billing {
   });
   const rates = new Rates(d.config.rateDeckFile, !d.config.production);
   d.log?.info({ rates: rates.deck.size, source: rates.deck.source }, 'rate deck loaded');
-  return { ledger, rates, callCutForCredit: () => cut.inc() };
+  const charging = new CallCharging({
+    ledger,
+    rates,
+    live: d.redis ? new RedisLiveCallStore(d.redis) : new MemoryLiveCallStore(),
+    log: d.log ?? createLogger('silent'),
+    onCut: () => cut.inc(),
+  });
+  return { ledger, rates, charging, callCutForCredit: () => cut.inc() };
 }

@@ -9,7 +9,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import type { ApplicationRecord, Directory, EndpointRecord } from '../store/directory/directory.js';
-import type { CallStart, CallStatus, CallStore, CallbackTarget, CdrRecord, OutboxItem } from '../store/calls/calls.js';
+import type { CallStart, CallStatus, CallStore, CallbackTarget, CdrRecord, OutboxItem, StoredCharge } from '../store/calls/calls.js';
+import { CallCharging, type CallBill } from '../billing/calls.js';
 
 /** How a call ended before it was answered, as the proxy's response context saw it. */
 export type Unanswered = { status: number; how: 'cancelled' | 'no-answer' | 'refused' | 'rejected-here' };
@@ -22,6 +23,11 @@ export interface CallTrackerOptions {
   onQueued?: () => void;
   /** Longest call whose state is kept without an end, ms. */
   maxCallMs: number;
+  /**
+   * A call ended, and this node wrote its CDR (once per call, whichever node saw the end):
+   * its bill is settled (billing/calls.ts). `bill` null for a free call.
+   */
+  onEnded?: (s: CallStart, cdr: CdrRecord, bill: CallBill | null) => void;
 }
 
 /** What the proxy knows of a call as it forwards the INVITE. */
@@ -35,6 +41,8 @@ export interface CallInfo {
   toNumber: string;
   context: 'endpoint' | 'phone' | 'app';
   endpoint: EndpointRecord;
+  /** Its price, when a rate applies (billing/calls.ts). */
+  charge?: StoredCharge | null;
 }
 
 /** A MESSAGE an endpoint sent through the edge, as its final response left. */
@@ -98,6 +106,9 @@ export function unansweredOutcome(u: Unanswered): { status: Exclude<CallStatus, 
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
+/** The hangup cause of a call the edge ended because its payer's balance ran out (docs/billing.md). */
+export const CREDIT_EXHAUSTED = 'CREDIT_EXHAUSTED';
+
 export class CallTracker {
   constructor(private readonly o: CallTrackerOptions) {}
 
@@ -120,6 +131,7 @@ export class CallTracker {
         startedAt: Date.now(),
         callbacks,
         ttlMs: this.o.maxCallMs,
+        ...(info.charge ? { charge: info.charge } : {}),
       };
       await this.o.store.start(start);
       return start;
@@ -154,6 +166,15 @@ export class CallTracker {
       const o = unansweredOutcome(u);
       await this.end(s.domain, s.sipCallId, { at: Date.now(), status: o.status, sipStatus: u.status, cause: o.cause, disposition: o.disposition });
     });
+  }
+
+  /** The edge ended an answered call because its payer's balance ran out (BYE sent to both parties). */
+  async cut(domain: string, sipCallId: string): Promise<void> {
+    try {
+      await this.end(domain, sipCallId, { at: Date.now(), cause: CREDIT_EXHAUSTED, disposition: 'send_bye' });
+    } catch (err) {
+      this.o.log.warn({ err: err instanceof Error ? err.message : String(err), callId: sipCallId }, 'call record not ended: the store did not answer');
+    }
   }
 
   /** A BYE for the dialog of a call (any node): `byCaller` when its From tag is the caller's. */
@@ -219,18 +240,23 @@ export class CallTracker {
 
   private async end(domain: string, sipCallId: string, e: { at: number; status?: Exclude<CallStatus, 'answered'>; sipStatus?: number; cause: string; disposition: string }): Promise<void> {
     let queued = false;
-    await this.o.store.end(domain, sipCallId, (s) => {
+    let ended: { s: CallStart; bill: CallBill | null } | null = null;
+    const cdr = await this.o.store.end(domain, sipCallId, (s) => {
       const answered = s.answerAt !== null;
       const duration = answered ? Math.max(0, Math.round((e.at - (s.answerAt as number)) / 1000)) : 0;
       const status: CallStatus = answered ? 'answered' : (e.status ?? 'failed');
+      const bill = s.charge && answered ? CallCharging.bill(s.charge, duration) : null;
+      ended = { s, bill };
       const cdr: CdrRecord = {
         call_uuid: s.callUuid,
         from_number: s.fromNumber,
         to_number: s.toNumber,
         call_status: status,
         duration,
-        bill_duration: duration,
-        billed_amount: '0.00000',
+        bill_duration: bill ? bill.billDuration : duration,
+        billed_amount: bill ? bill.billedAmount : '0.00000',
+        total_rate: s.charge ? bill?.rate ?? CallCharging.bill(s.charge, 0).rate : null,
+        rate_prefix: s.charge?.prefix ?? null,
         created_at: iso(s.startedAt),
         answered_at: answered ? iso(s.answerAt as number) : null,
         ended_at: iso(e.at),
@@ -249,7 +275,9 @@ export class CallTracker {
         ? this.item(s, 'Hangup', hangup, e.at, {
             Status: status,
             Duration: String(duration),
-            BillDuration: String(duration),
+            BillDuration: String(bill ? bill.billDuration : duration),
+            BillRate: bill ? bill.rate : '0.00000',
+            TotalCost: bill ? bill.billedAmount : '0.00000',
             StartTime: iso(s.startedAt),
             AnswerTime: answered ? iso(s.answerAt as number) : '',
             EndTime: iso(e.at),
@@ -261,6 +289,8 @@ export class CallTracker {
       return { cdr, callback };
     });
     if (queued) this.o.onQueued?.();
+    const done = ended as { s: CallStart; bill: CallBill | null } | null;
+    if (cdr && done && (done.s.charge || done.bill)) this.o.onEnded?.(done.s, cdr, done.bill);
   }
 
   private after(call: TrackedCall, f: (s: CallStart) => Promise<void>): void {

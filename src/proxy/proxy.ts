@@ -28,6 +28,8 @@ import { RtpengineRejectedError } from '../media/rtpengine.js';
 import type { Gruus } from '../registrar/gruu.js';
 import { offersVideo } from './sdp.js';
 import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
+import type { CallCharge, CallCharging } from '../billing/calls.js';
+import { NO_OP_USER } from './response-context.js';
 
 export interface ProxyOptions {
   layer: TransactionLayer;
@@ -45,6 +47,8 @@ export interface ProxyOptions {
   relayFlows?: boolean;
   /** Call records and callbacks (docs/events.md "Calls"); none when absent. */
   calls?: CallTracker;
+  /** Prices, credit checks and credit cuts of calls (docs/billing.md "Calls"); calls are free when absent. */
+  charging?: CallCharging;
   /** Media through rtpengine (docs/media.md "Calls"); SDP untouched when absent. */
   media?: MediaRelay;
   /** Reads GRUUs in Request-URIs (RFC 5627): a request to one reaches that device only. */
@@ -456,9 +460,13 @@ export class SipProxy implements RequestProcessor {
     const target = await this.resolve(req.uri, caller);
     this.checkPolicy(ctx, caller, traits, target);
     const legs = await this.legsOf(target, caller);
+    const charge = req.method === 'INVITE' && info ? await this.quote(ctx, caller, target) : null;
 
     if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId);
-    if (info) info.context = target.kind;
+    if (info) {
+      info.context = target.kind;
+      if (charge) info.charge = charge;
+    }
     const call: TrackedCall | null = info && this.opts.calls ? this.opts.calls.started(info) : null;
     const calls = this.opts.calls;
     if (tx.cancelled) {
@@ -507,7 +515,11 @@ export class SipProxy implements RequestProcessor {
         req.method === 'INVITE'
           ? {
               onRinging: () => call && calls?.rang(call),
-              onAnswered: () => call && calls?.answered(call),
+              onAnswered: (ok, branch) => {
+                if (call) calls?.answered(call);
+                const leg = legs[branch];
+                if (call && charge && leg) this.chargeAnswered(ctx, call, charge, ok, leg.dest);
+              },
               onFinal: (status, endedBy) => {
                 if (status < 300) return;
                 this.release(ctx.callId);
@@ -634,6 +646,68 @@ export class SipProxy implements RequestProcessor {
     }
     if (legs.length > 0) this.log.info({ callId: ctx.callId, status: up.status, legs: legs.length }, 'recursing on a redirect');
     return legs;
+  }
+
+  /**
+   * The price and credit check of a call (docs/billing.md "Calls"): 402 when the payer's
+   * available balance does not cover the first increment, 403 for a number without a rate.
+   */
+  private async quote(ctx: IncomingRequest, caller: Caller, target: Target): Promise<CallCharge | null> {
+    const charging = this.opts.charging;
+    if (!charging) return null;
+    const q = await charging.quote(caller.account, target.kind === 'phone' ? { kind: 'phone', number: target.number } : target.kind === 'app' ? { kind: 'app' } : { kind: 'endpoint', uri: `sip:${target.user}@${target.domain}` });
+    if (q.ok) return q.charge;
+    this.log.info({ callId: ctx.callId, account: caller.account.authId, status: q.status, reason: q.reason }, 'call refused by billing');
+    if (q.status === 402) throw new SipError(402, 'Payment Required', 'BILLING_NO_CREDIT', [['Warning', `399 ${WARN_AGENT} "${q.reason}"`]]);
+    throw new SipError(403, 'Forbidden', 'BILLING_UNRATED', [['Warning', `399 ${WARN_AGENT} "${q.reason}"`]]);
+  }
+
+  /**
+   * A rated call was answered through this node: it joins its payer's live set, and this
+   * node ends it — a BYE to each party — when the payer's balance runs out.
+   */
+  private chargeAnswered(ctx: IncomingRequest, call: TrackedCall, charge: CallCharge, ok: SipResponse, calleeDest: Destination): void {
+    const charging = this.opts.charging as CallCharging;
+    const dialog = dialogOf(ctx, ok, this.ownFlow(ctx), calleeDest, (v) => {
+      const na = parseNameAddr(v);
+      return na !== null && this.isOurs(na.uri, ctx.callId);
+    });
+    void charging
+      .answered(call.callUuid, charge, Date.now(), this.maxCallMs, () => this.endDialog(dialog, call))
+      .catch((err: unknown) => this.log.warn({ callId: ctx.callId, err: err instanceof Error ? err.message : String(err) }, 'call not watched for credit'));
+  }
+
+  /**
+   * Ends a dialog the edge Record-Routed (Kamailio dialog's dlg_end_dlg): a BYE to the
+   * callee as if from the caller and one to the caller as if from the callee, each over
+   * that party's flow, with `Reason: SIP;cause=402`. The call's record ends as
+   * CREDIT_EXHAUSTED; its limiter slot and media session are released.
+   */
+  private endDialog(d: DialogEnds, call: TrackedCall): void {
+    const reason = 'SIP;cause=402;text="credit exhausted"';
+    const bye = (uri: string, routes: string[], from: string, to: string, cseq: number): SipRequest => ({
+      kind: 'request',
+      method: 'BYE',
+      uri,
+      headers: [
+        ...routes.map((r) => ({ name: 'route', value: r })),
+        { name: 'max-forwards', value: '70' },
+        { name: 'from', value: from },
+        { name: 'to', value: to },
+        { name: 'call-id', value: d.callId },
+        { name: 'cseq', value: `${cseq} BYE` },
+        { name: 'reason', value: reason },
+      ],
+      body: Buffer.alloc(0),
+    });
+    this.opts.layer.request(bye(d.calleeTarget, d.calleeRoutes, d.callerFrom, d.calleeTo, d.callerCseq + 100), d.calleeDest, NO_OP_USER);
+    this.opts.layer.request(bye(d.callerTarget, d.callerRoutes, d.calleeTo, d.callerFrom, 1_000_000), d.callerDest, NO_OP_USER);
+    this.release(d.callId);
+    if (this.opts.media) {
+      const relay = this.opts.media;
+      void relay.session(d.callId, true).then((s) => s && relay.delete(d.callId, s.engine));
+    }
+    void this.opts.calls?.cut(call.domain, d.callId);
   }
 
   private messageInfo(ctx: IncomingRequest, caller: Caller): MessageInfo {
@@ -978,4 +1052,50 @@ function mediaError(err: unknown): SipError {
     return new SipError(488, 'Not Acceptable Here', 'MEDIA_REFUSED', [['Warning', `399 ${WARN_AGENT} "media relay refused the SDP"`]]);
   }
   return new SipError(503, 'Service Unavailable', 'MEDIA_UNAVAILABLE', [['Warning', `399 ${WARN_AGENT} "no media relay available"`]]);
+}
+
+/** What it takes to end a dialog from the middle (both BYEs; RFC 3261 §12.2.1.1). */
+interface DialogEnds {
+  callId: string;
+  /** The caller's From (with its tag) and the callee's To (with its tag, from the 2xx). */
+  callerFrom: string;
+  calleeTo: string;
+  callerCseq: number;
+  /** Remote targets: the callee's Contact (from the 2xx) and the caller's (from the INVITE). */
+  calleeTarget: string;
+  callerTarget: string;
+  /** Route sets beyond this edge, towards each party (from the 2xx's Record-Route). */
+  calleeRoutes: string[];
+  callerRoutes: string[];
+  calleeDest: Destination;
+  callerDest: Destination;
+}
+
+/**
+ * The dialog of an answered INVITE as this edge sees it: the 2xx's Record-Route holds the
+ * hops towards the callee above this edge's two values and the hops towards the caller
+ * below them (§16.6 step 4 and §12.1.1).
+ */
+function dialogOf(ctx: IncomingRequest, ok: SipResponse, callerDest: Destination, calleeDest: Destination, isOurs: (rr: string) => boolean): DialogEnds {
+  const rr = getListValues(ok, 'record-route');
+  const first = rr.findIndex(isOurs);
+  let last = first;
+  while (last + 1 < rr.length && isOurs(rr[last + 1] as string)) last++;
+  const above = first >= 0 ? rr.slice(0, first) : [];
+  const below = first >= 0 ? rr.slice(last + 1) : [];
+  const contactOf = (m: SipRequest | SipResponse): string => parseNameAddr(getHeader(m, 'contact') ?? '')?.uri.raw ?? '';
+  return {
+    callId: ctx.callId,
+    callerFrom: getHeader(ctx.req, 'from') ?? '',
+    calleeTo: getHeader(ok, 'to') ?? '',
+    callerCseq: ctx.cseq.seq,
+    calleeTarget: contactOf(ok) || ctx.req.uri,
+    callerTarget: contactOf(ctx.req),
+    // Towards the callee: the values above ours, nearest first (reversed: the top one is the callee's nearest).
+    calleeRoutes: above.slice().reverse(),
+    // Towards the caller: the values below ours, in order (the first is nearest to this edge).
+    callerRoutes: below,
+    calleeDest,
+    callerDest,
+  };
 }

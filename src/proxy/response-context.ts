@@ -38,8 +38,8 @@ interface Branch {
 }
 
 export interface ResponseContextEvents {
-  /** The first 2xx to an INVITE went upstream: the call is up. */
-  onAnswered?(res: SipResponse): void;
+  /** The first 2xx to an INVITE went upstream: the call is up (`branch`: the index of the branch that answered). */
+  onAnswered?(res: SipResponse, branch: number): void;
   /** The first provisional response other than 100 went upstream (an INVITE rings). */
   onRinging?(status: number): void;
   /**
@@ -79,7 +79,8 @@ export interface ResponseContextOptions {
   redirect?: (up: SipResponse) => Promise<number>;
 }
 
-const NO_OP_USER: ClientTransactionUser = { onResponse() {}, onFailure() {} };
+/** A client transaction user that wants nothing of its responses (CANCELs, the edge's own BYEs). */
+export const NO_OP_USER: ClientTransactionUser = { onResponse() {}, onFailure() {} };
 const COMPLETED_ELSEWHERE = 'SIP;cause=200;text="Call completed elsewhere"';
 // §16.7 step 6: within 4xx, these carry information the client can act on.
 const PREFERRED_4XX = [401, 407, 415, 420, 484];
@@ -203,7 +204,7 @@ export class ResponseContext implements ClientTransactionUser {
         if (!this.answered) {
           this.answered = true;
           this.stopTimers();
-          this.opts.events?.onAnswered?.(up);
+          this.opts.events?.onAnswered?.(up, this.branches.indexOf(b));
           this.opts.events?.onFinal?.(s);
           // §16.7 step 10: cancel all pending branches once a 2xx has been forwarded.
           for (const other of this.branches) if (other !== b && other.final === null) this.cancelBranch(other, COMPLETED_ELSEWHERE);

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const MAIN = `${ROOT}dist/main.js`;
 
-/** The environment every launch starts from: loopback, every port 0, info logs. */
+/** The environment every launch starts from: loopback, every port 0, info logs, a deck of free calls. */
 export function baseEnv() {
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -27,6 +27,8 @@ export function baseEnv() {
     SIP_WSS_PORT: '0',
     HTTP_PORT: '0',
     LOG_LEVEL: 'info',
+    // Calls cost nothing unless a suite loads its own deck (development would load the sample deck).
+    RATE_DECK_FILE: `${ROOT}test/fixtures/rates/free.csv`,
   };
 }
 

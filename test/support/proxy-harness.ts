@@ -82,6 +82,8 @@ export interface Received {
  */
 export class TestUa {
   readonly requests: SipRequest[] = [];
+  /** When each of {@link requests} arrived (ms since the epoch). */
+  readonly requestTimes: number[] = [];
   /** The source `address:port` of each request received (ACK included), in order: who sent it on the wire. */
   readonly requestSources: Array<{ method: string; from: string }> = [];
   /** Every response received, in order. */
@@ -159,6 +161,7 @@ export class TestUa {
   private answer(req: SipRequest): void {
     if (req.method === 'ACK') return;
     this.requests.push(req);
+    this.requestTimes.push(Date.now());
     const respond = (status: number, reason: string, extra: string[] = [], body = ''): void => {
       const lines = [`SIP/2.0 ${status} ${reason}`];
       for (const v of getHeaders(req, 'via')) lines.push(`Via: ${v}`);

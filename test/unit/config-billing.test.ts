@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { createBilling } from '../../src/billing/index.js';
 
-const P = { PARTNER_AUTH_ID: 'P1', PARTNER_AUTH_TOKEN: 'p'.repeat(20) };
+const P = { PARTNER_AUTH_ID: 'P1', PARTNER_AUTH_TOKEN: 'p'.repeat(20), DATA_ENCRYPTION_KEY: `k1:${Buffer.alloc(32, 1).toString('base64')}` };
 
 describe('money settings', () => {
   it('ADMIN_AUTH_TOKEN: unset in production = no admin routes; development makes one (flagged to be shown once); too short is refused without echoing it', () => {

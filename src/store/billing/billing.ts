@@ -12,7 +12,9 @@
  * rows and the new balances are written together or not at all, and a post
  * carries a key that makes it happen once (a CDR's debit seen by two nodes, a
  * retried transfer). A debit that would take a balance below its floor (0 for
- * PREPAID, -credit_limit for POSTPAID) refuses the whole post.
+ * PREPAID, -credit_limit for POSTPAID) refuses the whole post — except a `cdr`
+ * debit: the call has happened, so its bill is always recorded (prepaid
+ * enforcement ends calls before the money runs out, so at most a rounding below).
  *
  * Amounts are integers of minor units (1/100000, billing/amount.ts).
  */

@@ -66,7 +66,7 @@ export class MemoryBillingStore implements BillingStore {
       if (a.currency !== post.currency) return { ok: false, reason: 'currency_mismatch', account: p.account, currency: a.currency };
       const cur = next.get(p.account) ?? a.balance;
       if (p.type === 'debit') {
-        if (cur - p.amount < floorOf(a)) return { ok: false, reason: 'insufficient_funds', account: p.account, balance: cur, floor: floorOf(a) };
+        if (cur - p.amount < floorOf(a) && p.referenceType !== 'cdr') return { ok: false, reason: 'insufficient_funds', account: p.account, balance: cur, floor: floorOf(a) };
         next.set(p.account, cur - p.amount);
       } else {
         if (cur + p.amount > MAX_BALANCE_MINOR) return { ok: false, reason: 'balance_limit', account: p.account };

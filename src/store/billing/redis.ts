@@ -52,7 +52,7 @@ for i = 1, n do
   if ARGV[o + 2] == 'debit' then
     local floor = 0
     if terms.accountType == 'POSTPAID' then floor = -tonumber(terms.creditLimit) end
-    if cur - amt < floor then
+    if cur - amt < floor and ARGV[o + 4] ~= 'cdr' then
       return {'insufficient_funds', acct, string.format('%.0f', cur), string.format('%.0f', floor)}
     end
     next[acct] = cur - amt

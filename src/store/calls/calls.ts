@@ -44,6 +44,16 @@ export interface CallStart {
   callbacks: { answer: CallbackTarget | null; hangup: CallbackTarget | null };
   /** The state is forgotten after this long even without an end (a call whose BYE never passed). */
   ttlMs: number;
+  /** The price of a rated call (docs/billing.md "Calls"); absent for a free one. */
+  charge?: StoredCharge;
+}
+
+/** A rated call's price as kept with its state (billing/calls.ts CallCharge). Minor units, seconds. */
+export interface StoredCharge {
+  payer: { authId: string; partnerId: string | null; accountType: 'PREPAID' | 'POSTPAID'; creditLimit?: number };
+  currency: string;
+  prefix: string;
+  terms: { ratePerMinute: number; initialIncrement: number; subsequentIncrement: number; connectFee: number };
 }
 
 /** A call record as the API shows it (the spec's CallRecord and its filter fields). */
@@ -54,9 +64,14 @@ export interface CdrRecord {
   call_status: CallStatus;
   /** Seconds from answer to end; 0 when not answered. */
   duration: number;
+  /** Seconds billed: the duration rounded up by the rate's increments (0 for a free call: its duration). */
   bill_duration: number;
-  /** The edge does not rate calls: always "0.00000" (docs/events.md "CDRs"). */
+  /** What the call cost, five decimals ("2.00000"; docs/billing.md "Calls"). */
   billed_amount: string;
+  /** Per minute, of the deck line that priced the call; null for a free call. */
+  total_rate?: string | null;
+  /** The prefix of that line; null for a free call. */
+  rate_prefix?: string | null;
   created_at: string;
   answered_at: string | null;
   ended_at: string;
