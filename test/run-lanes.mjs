@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 /**
- * `npm test` after the typecheck: the whole suite in two lanes at once (README "Tests"),
- * `vitest run --project load` (files that load the machine, one at a time) beside
- * `vitest run --project rest` (everything else, one at a time). Each lane is its own
- * vitest process with its own worker; the run fails when either lane fails. Arguments
- * (file filters, -t …) are passed to both lanes.
+ * `npm test` after the typecheck: the whole suite in three lanes at once (README "Tests"):
+ * `vitest run --project load` (files that load the machine), `--project wait` (files
+ * that mostly wait on protocol timers) and `--project rest` (everything else), each one
+ * file at a time in a vitest process of its own (test/vitest.config.ts). The run fails
+ * when any lane fails. Arguments (file filters, -t …) are passed to every lane.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,7 @@ function lane(name) {
     const child = spawn(process.execPath, [vitest, 'run', '--config', 'test/vitest.config.ts', '--project', name, '--passWithNoTests', ...args], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? '0' },
+      env: { ...process.env, NO_COLOR: process.env.NO_COLOR ?? '1' },
     });
     const prefix = (stream, out) => {
       let rest = '';
@@ -45,7 +45,7 @@ function lane(name) {
   });
 }
 
-const codes = await Promise.all([lane('load'), lane('rest')]);
+const codes = await Promise.all([lane('load'), lane('wait'), lane('rest')]);
 const failed = codes.some((c) => c !== 0);
-process.stdout.write(`\nboth lanes: ${((Date.now() - started) / 1000).toFixed(0)} s, ${failed ? 'FAILED' : 'passed'}\n`);
+process.stdout.write(`\nall lanes: ${((Date.now() - started) / 1000).toFixed(0)} s, ${failed ? 'FAILED' : 'passed'}\n`);
 process.exit(failed ? 1 : 0);

@@ -4,8 +4,9 @@ import { defineConfig } from 'vitest/config';
 /**
  * Files that load the machine: SIPp at hundreds of registrations a second, benchmarks,
  * fuzzers, floods, three-node fleets, worker restarts. They run one at a time in lane
- * "load"; everything else runs one at a time in lane "rest", beside it (README "Tests"):
- * test/run-lanes.mjs starts one vitest process per lane (`--project load|rest`).
+ * "load"; files that mostly wait run in lane "wait"; everything else one at a time in
+ * lane "rest"; the three side by side (README "Tests"): test/run-lanes.mjs starts one
+ * vitest process per lane (`--project load|wait|rest`).
  * Two heavy files at once on a 2-core machine starved each other's UDP answers past
  * SIPp's timers; a heavy file beside a light one (unit, API, a few calls, timers that
  * wait) does not. Every file starts its own servers, Redis, rtpengine and SIPp on free
@@ -24,6 +25,23 @@ export const LOAD_FILES = [
   'test/integration/workers.test.ts',
 ];
 
+/**
+ * Files whose time is mostly waiting (timers of the protocol: retries, expiries, idle
+ * cuts, a 61 s call): lane "wait", beside the other two, costs little CPU.
+ */
+export const WAIT_FILES = [
+  'test/integration/billing-calls.test.ts',
+  'test/integration/callbacks-cdr.test.ts',
+  'test/e2e/liveness.test.ts',
+  'test/security/ws-idle.test.ts',
+  'test/integration/flow-liveness.test.ts',
+  'test/integration/frozen-flows.test.ts',
+  'test/e2e/sipp.test.ts',
+  'test/integration/registration-events.test.ts',
+  'test/integration/crash-aliasing.test.ts',
+  'test/integration/faults-redis.test.ts',
+];
+
 const common = {
   testTimeout: 30_000,
   hookTimeout: 60_000,
@@ -40,7 +58,8 @@ export default defineConfig({
     ...common,
     projects: [
       { extends: true, test: { name: 'load', include: LOAD_FILES } },
-      { extends: true, test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', ...LOAD_FILES] } },
+      { extends: true, test: { name: 'wait', include: WAIT_FILES } },
+      { extends: true, test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', ...LOAD_FILES, ...WAIT_FILES] } },
     ],
   },
 });

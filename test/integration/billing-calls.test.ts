@@ -105,7 +105,7 @@ describe('rated and billed calls, prepaid enforcement', () => {
     const port = edge.server.ports.udp as number;
     // Endpoint to endpoint (sip: line, 60/60), SIPp on both sides, 61 s.
     const cid = cidStr();
-    const callee = sipp({ scenario: 'call-uas-long.xml', port, transport: 'udp', endpoint: b, cidStr: cid });
+    const callee = sipp({ scenario: 'call-uas-long.xml', port, transport: 'udp', endpoint: b, cidStr: cid, timeoutS: 90 });
     await edge.waitBindings(b, 1);
     const toEndpoint = sipp({ scenario: 'call-uac.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: b.username }, pauseMs: 61_000, timeoutS: 90 });
     // Meanwhile, to a number (1555…, 1/1) from a small UA, hung up after 61 s.
