@@ -2,7 +2,8 @@
 /**
  * `npm test` after the typecheck: the whole suite in three lanes at once (README "Tests"):
  * `vitest run --project load` (files that load the machine), `--project wait` (files
- * that mostly wait on protocol timers) and `--project rest` (everything else), each one
+ * that mostly wait on protocol timers) and `--project rest --project unit` (everything
+ * else; unit files share one worker), each one
  * file at a time in a vitest process of its own (test/vitest.config.ts). The run fails
  * when any lane fails. Arguments (file filters, -t …) are passed to every lane.
  */
@@ -14,11 +15,11 @@ const vitest = fileURLToPath(new URL('../node_modules/vitest/vitest.mjs', import
 const args = process.argv.slice(2);
 const started = Date.now();
 
-/** Runs one lane; resolves with its exit code, its output lines prefixed with the lane. */
-function lane(name) {
+/** Runs one lane (its vitest projects); resolves with its exit code, its output lines prefixed with the lane. */
+function lane(name, projects = [name]) {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    const child = spawn(process.execPath, [vitest, 'run', '--config', 'test/vitest.config.ts', '--project', name, '--passWithNoTests', ...args], {
+    const child = spawn(process.execPath, [vitest, 'run', '--config', 'test/vitest.config.ts', ...projects.flatMap((p) => ['--project', p]), '--passWithNoTests', ...args], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, NO_COLOR: process.env.NO_COLOR ?? '1' },
@@ -45,7 +46,7 @@ function lane(name) {
   });
 }
 
-const codes = await Promise.all([lane('load'), lane('wait'), lane('rest')]);
+const codes = await Promise.all([lane('load'), lane('wait'), lane('rest', ['rest', 'unit'])]);
 const failed = codes.some((c) => c !== 0);
 process.stdout.write(`\nall lanes: ${((Date.now() - started) / 1000).toFixed(0)} s, ${failed ? 'FAILED' : 'passed'}\n`);
 process.exit(failed ? 1 : 0);

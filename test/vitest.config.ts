@@ -59,7 +59,16 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'load', include: LOAD_FILES } },
       { extends: true, test: { name: 'wait', include: WAIT_FILES } },
-      { extends: true, test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', ...LOAD_FILES, ...WAIT_FILES] } },
+      {
+        extends: true,
+        test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', 'test/unit/**', 'test/conformance/**', ...LOAD_FILES, ...WAIT_FILES] },
+      },
+      // Pure unit and conformance files (no servers, no sockets) share one worker without
+      // re-importing modules per file (isolate: false): 22 s → 8 s. Run in lane "rest".
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/conformance/**/*.test.ts'], poolOptions: { forks: { maxForks: 1, minForks: 1, isolate: false } } },
+      },
     ],
   },
 });

@@ -108,6 +108,15 @@ describe.each(kinds)('$name (ledger contract)', (kind) => {
     expect((await store.account('P1', 'MA2'))?.balance).toBe(-3 * U);
   });
 
+  it('a cdr debit (a call that happened) is recorded past the floor; the next non-cdr debit is then refused', async () => {
+    await store.open('P1', 'MA1', PREPAID, AT);
+    await store.post('P1', post('k1', [leg('MA1', 'credit', 1 * U)]));
+    const r = await store.post('P1', post('cdr:MA1:c1', [leg('MA1', 'debit', 1 * U + 1667, { referenceType: 'cdr', referenceId: 'c1' })]));
+    expect(r.ok && r.rows[0]?.balance_after).toBe(-1667);
+    expect(await store.post('P1', post('k2', [leg('MA1', 'debit', 1)]))).toEqual({ ok: false, reason: 'insufficient_funds', account: 'MA1', balance: -1667, floor: 0 });
+    expect(rowSum(await allRows(store, 'P1', 'MA1'))).toBe((await store.account('P1', 'MA1'))?.balance);
+  });
+
   it('a post key makes a post happen once: the second answers the first rows (replayed), nothing changes', async () => {
     await store.open('P1', 'MA1', PREPAID, AT);
     await store.post('P1', post('fund', [leg('MA1', 'credit', 10 * U)]));

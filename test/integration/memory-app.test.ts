@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App, type Listening } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { FREE_DECK } from '../support/edge-process.mjs';
 import { createLogger } from '../../src/logger.js';
 import { endpoints, provision } from '../support/provision.js';
 import { registerWithAuth, udpConn } from '../support/sip-client.js';
@@ -16,7 +17,7 @@ describe('server on the embedded in-memory store', () => {
     const config = loadConfig(
       {
         SIP_HOST: '127.0.0.1', HTTP_HOST: '127.0.0.1', SIP_UDP_PORT: '0', SIP_TCP_PORT: '0', SIP_TLS_PORT: 'off',
-        SIP_WS_PORT: 'off', SIP_WSS_PORT: 'off', HTTP_PORT: 'off', SIP_MIN_EXPIRES: '1',
+        SIP_WS_PORT: 'off', SIP_WSS_PORT: 'off', HTTP_PORT: 'off', SIP_MIN_EXPIRES: '1', RATE_DECK_FILE: FREE_DECK,
       },
       { configFile: null },
     );

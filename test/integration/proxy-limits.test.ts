@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App, type Listening } from '../../src/app.js';
 import { deriveCredential } from '../../src/provisioning/endpoints.js';
 import { loadConfig } from '../../src/config.js';
+import { FREE_DECK } from '../support/edge-process.mjs';
 import { createLogger } from '../../src/logger.js';
 import { getHeader } from '../../src/sip/headers.js';
 import { accountSipDomain, hashToken, newAuthId, newNumericId, type AccountRecord } from '../../src/store/directory/directory.js';
@@ -30,7 +31,7 @@ describe('account call limits on two nodes sharing Redis', () => {
       const config = loadConfig(
         {
           SIP_HOST: '127.0.0.1', SIP_UDP_PORT: '0', SIP_TCP_PORT: 'off', SIP_TLS_PORT: 'off', SIP_WS_PORT: 'off', SIP_WSS_PORT: 'off',
-          HTTP_PORT: 'off', REDIS_URL: redis.url, NODE_ID: nodeId, NONCE_SECRET, PARTNER_AUTH_ID: 'LIMITS', PARTNER_AUTH_TOKEN: 'limits-partner-token-01234',
+          HTTP_PORT: 'off', REDIS_URL: redis.url, NODE_ID: nodeId, NONCE_SECRET, PARTNER_AUTH_ID: 'LIMITS', PARTNER_AUTH_TOKEN: 'limits-partner-token-01234', RATE_DECK_FILE: FREE_DECK,
         },
         { configFile: null },
       );

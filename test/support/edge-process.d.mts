@@ -4,6 +4,8 @@ import type { ChildProcess } from 'node:child_process';
 export const ROOT: string;
 /** `${ROOT}dist/main.js`: the built server. */
 export const MAIN: string;
+/** The rate deck of every test server: calls cost nothing (test/fixtures/rates/free.csv). */
+export const FREE_DECK: string;
 
 /** The environment every launch starts from: loopback, every port 0, info logs. */
 export function baseEnv(): {

@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const MAIN = `${ROOT}dist/main.js`;
+/** The rate deck of every test server: calls cost nothing (test/fixtures/rates/free.csv). */
+export const FREE_DECK = `${ROOT}test/fixtures/rates/free.csv`;
 
 /** The environment every launch starts from: loopback, every port 0, info logs, a deck of free calls. */
 export function baseEnv() {
@@ -28,7 +30,7 @@ export function baseEnv() {
     HTTP_PORT: '0',
     LOG_LEVEL: 'info',
     // Calls cost nothing unless a suite loads its own deck (development would load the sample deck).
-    RATE_DECK_FILE: `${ROOT}test/fixtures/rates/free.csv`,
+    RATE_DECK_FILE: FREE_DECK,
   };
 }
 

@@ -27,11 +27,18 @@ describe('Ledger', () => {
     expect([a.ok && a.replayed, b.ok && b.replayed].sort()).toEqual([false, true]);
     expect(a.ok && a.rows[0]).toMatchObject({ type: 'debit', reference_type: 'cdr', reference_id: 'call-1', balance_after: 3 * U });
     expect(await billing.ledger.available(c)).toEqual({ currency: 'INR', available: 3 * U });
-    // A call the balance cannot pay is refused whole.
-    expect(await billing.ledger.debitCall(c, 'call-2', 4 * U, 'INR', '')).toMatchObject({ ok: false, reason: 'insufficient_funds', balance: 3 * U });
+    // A call has happened: its bill is recorded even past the balance (enforcement keeps
+    // that within a rounding); any other debit past it is refused whole.
+    const over = await billing.ledger.debitCall(c, 'call-2', 4 * U, 'INR', '');
+    expect(over.ok && over.rows[0]?.balance_after).toBe(-1 * U);
+    expect(await billing.ledger.change({ customer: c }, { type: 'debit', amount: 1, currency: 'INR', referenceType: 'refund', referenceId: 'x', description: '' })).toMatchObject({
+      ok: false,
+      reason: 'insufficient_funds',
+      balance: -1 * U,
+    });
     const text = await registry.metrics();
     expect(text).toContain('sip_ledger_transactions_total{type="credit"} 1');
-    expect(text).toContain('sip_ledger_transactions_total{type="debit"} 1');
+    expect(text).toContain('sip_ledger_transactions_total{type="debit"} 2');
     expect(text).toContain('sip_calls_cut_for_credit_total 0');
     billing.callCutForCredit();
     expect(await registry.metrics()).toContain('sip_calls_cut_for_credit_total 1');
