@@ -48,10 +48,10 @@ export function newSigningSecret(): string {
   return randomBytes(32).toString('base64url');
 }
 
-/** A CDR as the API shows it (without the internal owner field). */
+/** A CDR as the API shows it (without the internal owner and currency fields; a free call's rate fields are null). */
 export function cdrView(c: CdrRecord, pathAuthId: string): Record<string, unknown> {
-  const { sub_account: _s, ...rest } = c;
-  return { ...rest, resource_uri: `/v1/Account/${pathAuthId}/CDR/${c.call_uuid}/` };
+  const { sub_account: _s, currency: _c, ...rest } = c;
+  return { ...rest, total_rate: c.total_rate ?? null, rate_prefix: c.rate_prefix ?? null, resource_uri: `/v1/Account/${pathAuthId}/CDR/${c.call_uuid}/` };
 }
 
 /** The spec's filters as a store filter; `start_date`/`end_date` both or neither (else 400). */

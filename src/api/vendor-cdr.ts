@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { CdrRecord, CdrTotals } from '../store/calls/calls.js';
 
-/** The edge does not rate calls; amounts are 0 in the partner profile's currency. */
+/** The currency of a CDR that no rate priced (a free call): the partner profile's. */
 export const CDR_CURRENCY = 'INR';
 
 /** Q.850 cause values of the causes the proxy writes (FreeSWITCH's numbering for the two SIP-only ones). */
@@ -66,7 +66,7 @@ export function vendorCdr(c: CdrRecord, accountAuthId: string): VendorCdr {
     context: c.context,
     cost,
     created_at: c.created_at,
-    currency: CDR_CURRENCY,
+    currency: c.currency ?? CDR_CURRENCY,
     customer_endpoint: null,
     destination_number: c.to_number,
     duration: c.duration,

@@ -257,6 +257,7 @@ export class CallTracker {
         billed_amount: bill ? bill.billedAmount : '0.00000',
         total_rate: s.charge ? bill?.rate ?? CallCharging.bill(s.charge, 0).rate : null,
         rate_prefix: s.charge?.prefix ?? null,
+        ...(s.charge ? { currency: s.charge.currency } : {}),
         created_at: iso(s.startedAt),
         answered_at: answered ? iso(s.answerAt as number) : null,
         ended_at: iso(e.at),

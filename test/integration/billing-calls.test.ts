@@ -97,7 +97,29 @@ describe('rated and billed calls, prepaid enforcement', () => {
     return e;
   };
 
-  it('bills a 61 s call at 60/60 as 120 s "2.00000" and one at 1/1 as 61 s "1.01667": CDR, Hangup callback, one ledger row each', async () => {
+  it('refuses a call from an account with no money (402, no ledger row) and one to a number without a rate (403 naming it)', async () => {
+    const account = await edge.newAccount();
+    const a = await caller(account, 'broke');
+    const port = edge.server.ports.udp as number;
+    const ua = await TestUa.start(port, a);
+    try {
+      expect(await ua.register()).toBe(200);
+      const before = gateway.requests.length;
+      const broke = await ua.call('INVITE', `sip:+15550009999@${account.sipDomain}`);
+      expect(broke.status).toBe(402);
+      expect(getHeader(broke, 'warning')).toMatch(/^399 sip-edge "insufficient balance/);
+      await credit(account, '1');
+      const unrated = await ua.call('INVITE', `sip:+447700900123@${account.sipDomain}`);
+      expect(unrated.status).toBe(403);
+      expect(getHeader(unrated, 'warning')).toBe('399 sip-edge "no rate for +447700900123 in USD"');
+      expect(gateway.requests.slice(before).filter((q) => q.method === 'INVITE')).toHaveLength(0);
+      expect((await rows(account)).map((r) => r.reference_type)).toEqual(['recharge']);
+    } finally {
+      ua.close();
+    }
+  });
+  // The two long calls run side by side (each filters what it reads by its own accounts and Call-IDs).
+  it.concurrent('bills a 61 s call at 60/60 as 120 s "2.00000" and one at 1/1 as 61 s "1.01667": CDR, Hangup callback, one ledger row each', async () => {
     const account = await edge.newAccount();
     await credit(account, '10');
     const a = await caller(account, 'per-minute');
@@ -126,7 +148,7 @@ describe('rated and billed calls, prepaid enforcement', () => {
     const perSecond = list.find((x) => String(x.to_number).includes('15550001111')) as Record<string, unknown>;
     expect(perMinute).toMatchObject({ duration: 61, bill_duration: 120, billed_amount: '2.00000', total_rate: '1.00000', rate_prefix: 'sip:' });
     expect(perSecond).toMatchObject({ duration: 61, bill_duration: 61, billed_amount: '1.01667', total_rate: '1.00000', rate_prefix: '1555' });
-    await until('both Hangup callbacks', () => (rx.requests.filter((r) => r.url.endsWith('/hangup')).length >= 2 ? true : undefined), 10_000);
+    await until('both Hangup callbacks', () => (['per-minute', 'per-second'].every((t) => rx.requests.some((r) => r.url === `/${t}/hangup`)) ? true : undefined), 10_000);
     const hangup = (tag: string): Record<string, string> => paramsOf(rx.requests.find((r) => r.url === `/${tag}/hangup`) as ReceivedRequest);
     expect(hangup('per-minute')).toMatchObject({ BillDuration: '120', BillRate: '1.00000', TotalCost: '2.00000', Duration: '61' });
     expect(hangup('per-second')).toMatchObject({ BillDuration: '61', BillRate: '1.00000', TotalCost: '1.01667', Duration: '61' });
@@ -137,20 +159,19 @@ describe('rated and billed calls, prepaid enforcement', () => {
     expect(await balance(account)).toBe('6.98333');
   }, 100_000);
 
-  it('two concurrent calls with 30 s of money: both get a BYE at ~15 s, the CDRs say CREDIT_EXHAUSTED, the balance ends at 0', async () => {
+  it.concurrent('two concurrent calls with 30 s of money: both get a BYE at ~15 s, the CDRs say CREDIT_EXHAUSTED, the balance ends at 0', async () => {
     const account = await edge.newAccount();
     await credit(account, '0.5'); // 30 s at 1.00000/min
     const a = await caller(account, 'cut');
     const port = edge.server.ports.udp as number;
-    const before = gateway.requests.length;
-    const runs = [0, 1].map((i) =>
-      sipp({ scenario: 'call-uac-cut.xml', port, transport: 'udp', endpoint: a, cidStr: cidStr(), keys: { callee: `+1555000${i}222` }, timeoutS: 60 }),
-    );
+    const cids = [cidStr(), cidStr()];
+    const runs = cids.map((cid, i) => sipp({ scenario: 'call-uac-cut.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: `+1555000${i}222` }, timeoutS: 60 }));
+    const ours = (callId: string | undefined): boolean => cids.some((c) => callId === c.replace('%u', '1'));
     const [r1, r2] = await Promise.all(runs);
     completed(r1 as SippResult, 'caller 1 (BYE received)');
     completed(r2 as SippResult, 'caller 2 (BYE received)');
     // On the wire at the carrier: each call's INVITE, then the edge's BYE ~15 s later.
-    const got = gateway.requests.slice(before).map((q, i) => ({ q, at: gateway.requestTimes[before + i] as number }));
+    const got = gateway.requests.map((q, i) => ({ q, at: gateway.requestTimes[i] as number })).filter((g) => ours(getHeader(g.q, 'call-id')));
     const invites = got.filter((g) => g.q.method === 'INVITE');
     const byes = got.filter((g) => g.q.method === 'BYE');
     expect(invites).toHaveLength(2);
@@ -174,26 +195,4 @@ describe('rated and billed calls, prepaid enforcement', () => {
     const metrics = await (await fetch(`${edge.base}/metrics`)).text();
     expect(metrics).toMatch(/^sip_calls_cut_for_credit_total 2$/m);
   }, 60_000);
-
-  it('refuses a call from an account with no money (402, no ledger row) and one to a number without a rate (403 naming it)', async () => {
-    const account = await edge.newAccount();
-    const a = await caller(account, 'broke');
-    const port = edge.server.ports.udp as number;
-    const ua = await TestUa.start(port, a);
-    try {
-      expect(await ua.register()).toBe(200);
-      const before = gateway.requests.length;
-      const broke = await ua.call('INVITE', `sip:+15550009999@${account.sipDomain}`);
-      expect(broke.status).toBe(402);
-      expect(getHeader(broke, 'warning')).toMatch(/^399 sip-edge "insufficient balance/);
-      await credit(account, '1');
-      const unrated = await ua.call('INVITE', `sip:+447700900123@${account.sipDomain}`);
-      expect(unrated.status).toBe(403);
-      expect(getHeader(unrated, 'warning')).toBe('399 sip-edge "no rate for +447700900123 in USD"');
-      expect(gateway.requests.slice(before).filter((q) => q.method === 'INVITE')).toHaveLength(0);
-      expect((await rows(account)).map((r) => r.reference_type)).toEqual(['recharge']);
-    } finally {
-      ua.close();
-    }
-  });
 });

@@ -72,6 +72,8 @@ export interface CdrRecord {
   total_rate?: string | null;
   /** The prefix of that line; null for a free call. */
   rate_prefix?: string | null;
+  /** The currency of billed_amount (the payer's); absent for a free call. Not shown by the spec's CDR. */
+  currency?: string;
   created_at: string;
   answered_at: string | null;
   ended_at: string;
