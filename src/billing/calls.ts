@@ -139,14 +139,16 @@ export class CallCharging {
   /** The price and the credit check of a call about to be placed by an endpoint of `payer`. */
   async quote(payer: CustomerRef, target: ChargeTarget): Promise<Quote> {
     if (target.kind === 'app') return { ok: true, charge: null };
-    const { currency, available } = await this.#o.ledger.available(payer);
-    const deck = this.#o.rates.deck;
-    const line = deck.lookup(target.kind === 'phone' ? target.number : target.uri, currency);
+    // The deck first: a free call costs no store round trip. The currency is the payer's
+    // partner's (an account's currency is fixed when its ledger account opens, from the same).
+    const currency = this.#o.ledger.currencyOf(payer.partnerId);
+    const line = this.#o.rates.deck.lookup(target.kind === 'phone' ? target.number : target.uri, currency);
     if (!line) {
       if (target.kind === 'phone') return { ok: false, status: 403, reason: `no rate for ${target.number} in ${currency}` };
       return { ok: true, charge: null };
     }
     const terms: RateTerms = { ratePerMinute: line.ratePerMinute, initialIncrement: line.initialIncrement, subsequentIncrement: line.subsequentIncrement, connectFee: line.connectFee };
+    const { available } = await this.#o.ledger.available(payer);
     if (available < firstIncrementCost(terms)) return { ok: false, status: 402, reason: 'insufficient balance for the first increment' };
     return { ok: true, charge: { payer, currency, prefix: line.prefix, terms } };
   }

@@ -486,11 +486,14 @@ export class SipProxy implements RequestProcessor {
 
     // Targets already tried by this request (3xx recursion never goes back to one: loop-safe).
     const tried = new Set([targetKey(target)]);
+    // The leg of each branch of the response context, in fork order (a leg dropped for
+    // media has no branch, so branch i is not always legs[i]).
+    const legOfBranch: number[] = [];
     const context: ResponseContext = new ResponseContext({
       layer: this.opts.layer,
       log: this.log,
       server: tx,
-      transformUp: media?.engine ? (up, i) => this.answerMedia(ctx, media, legs, up, i) : undefined,
+      transformUp: media?.engine ? (up, b) => this.answerMedia(ctx, media, legs, up, legOfBranch[b] ?? b) : undefined,
       noAnswerMs: req.method === 'INVITE' ? this.opts.noAnswerTimeoutMs : undefined,
       // A binding whose connection closed an instant ago: not reachable, as if not registered.
       flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
@@ -517,7 +520,7 @@ export class SipProxy implements RequestProcessor {
               onRinging: () => call && calls?.rang(call),
               onAnswered: (ok, branch) => {
                 if (call) calls?.answered(call);
-                const leg = legs[branch];
+                const leg = legs[legOfBranch[branch] ?? branch];
                 if (call && charge && leg) this.chargeAnswered(ctx, call, charge, ok, leg.dest);
               },
               onFinal: (status, endedBy) => {
@@ -551,6 +554,7 @@ export class SipProxy implements RequestProcessor {
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
       if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, relayed ? media?.engine : undefined);
+      legOfBranch.push(i);
       context.fork(fwd, leg.dest, loop);
     };
     for (const [i, leg] of legs.entries()) {
