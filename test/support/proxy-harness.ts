@@ -102,7 +102,8 @@ export class TestUa {
   lastDialog: TestDialog | null = null;
 
   constructor(
-    private readonly edgePort: number,
+    /** The edge node's SIP port this UA sends to (a fleet test moves it to reach another node). */
+    public edgePort: number,
     readonly user: string,
     private readonly domain: string,
     private readonly password: string,
