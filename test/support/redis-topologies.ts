@@ -156,12 +156,16 @@ export async function startRedisSentinel(name = 'sipedge'): Promise<RedisSentine
       const args = [conf, '--sentinel'];
       sentinels.push({ port, args, child: await spawnRedis(args, port) });
     }
-    // The replica has synced and every sentinel has found it.
+    // The replica has synced, every sentinel has found it, and every sentinel has found the
+    // other two (hello messages every 2 s): a sentinel that knows no peer can never reach
+    // the quorum, and a master killed before that is never failed over.
     const deadline = Date.now() + 15_000;
     for (;;) {
       const link = await cli(replicaPort, 'info', 'replication');
       const seen = await Promise.all(sentinels.map((s) => cli(s.port, 'sentinel', 'replicas', name).catch(() => '')));
-      if (link.includes('master_link_status:up') && seen.every((s) => s.includes(String(replicaPort)))) break;
+      const peers = await Promise.all(sentinels.map((s) => cli(s.port, 'sentinel', 'sentinels', name).catch(() => '')));
+      const allPeers = peers.every((text, i) => sentinels.every((o, j) => j === i || text.includes(String(o.port))));
+      if (link.includes('master_link_status:up') && seen.every((s) => s.includes(String(replicaPort))) && allPeers) break;
       if (Date.now() > deadline) throw new Error('sentinel set did not settle');
       await sleep(100);
     }
