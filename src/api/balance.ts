@@ -135,7 +135,8 @@ export async function balanceResource(ctx: ApiContext, authId: string, v: Balanc
 export async function customerBalance(ctx: ApiContext, c: CustomerRef, currency: string): Promise<Record<string, unknown>> {
   const acct = await ctx.billing.ledger.customerAccount(c);
   if (acct.currency !== currency) throw notFound(`This account keeps its balance in ${acct.currency}, not ${currency}.`);
-  return balanceResource(ctx, c.authId, ctx.billing.ledger.view(acct), ctx.billing.ledger.address({ customer: c }));
+  const reserved = await ctx.billing.charging.reserved(c.authId);
+  return balanceResource(ctx, c.authId, ctx.billing.ledger.view(acct, reserved), ctx.billing.ledger.address({ customer: c }));
 }
 
 const authIdParams = { type: 'object', properties: { auth_id: { type: 'string', maxLength: 128 } } } as const;

@@ -148,8 +148,9 @@ export class CallCharging {
       return { ok: true, charge: null };
     }
     const terms: RateTerms = { ratePerMinute: line.ratePerMinute, initialIncrement: line.initialIncrement, subsequentIncrement: line.subsequentIncrement, connectFee: line.connectFee };
-    const { available } = await this.#o.ledger.available(payer);
-    if (available < firstIncrementCost(terms)) return { ok: false, status: 402, reason: 'insufficient balance for the first increment' };
+    // What the payer's other calls have cost so far is spoken for.
+    const [{ available }, reserved] = await Promise.all([this.#o.ledger.available(payer), this.reserved(payer.authId)]);
+    if (available - reserved < firstIncrementCost(terms)) return { ok: false, status: 402, reason: 'insufficient balance for the first increment' };
     return { ok: true, charge: { payer, currency, prefix: line.prefix, terms } };
   }
 
@@ -181,6 +182,13 @@ export class CallCharging {
     }
     // The others of the payer may now last longer (or not): computed again.
     if (this.#byPayer.has(charge.payer.authId)) await this.#schedule(charge.payer).catch(() => undefined);
+  }
+
+  /** What a payer's calls in progress have cost so far (`reserved_funds`), minor units. */
+  async reserved(payer: string): Promise<number> {
+    const now = this.#now();
+    const calls = await this.#o.live.list(payer, now);
+    return calls.reduce((sum, c) => sum + costAt(c, now), 0);
   }
 
   /** The bill of a call that lasted `duration` whole seconds. */

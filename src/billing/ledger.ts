@@ -52,7 +52,7 @@ export function bookOf(c: { authId: string; partnerId: string | null }): string 
 export interface BalanceView {
   currency: string;
   balance: number;
-  /** Held for calls in progress (prepaid enforcement); 0 until reservations exist. */
+  /** What the account's calls in progress have cost so far (prepaid enforcement's live set). */
   reserved: number;
   /** What may still be spent: balance − reserved − floor (the floor is −credit_limit for POSTPAID). */
   available: number;
@@ -119,9 +119,11 @@ export class Ledger {
     return 'customer' in who ? { book: bookOf(who.customer), account: who.customer.authId } : { book: who.partner.id, account: PARTNER_ACCOUNT };
   }
 
-  /** The balance of an account already opened (see {@link customerAccount}). */
-  view(a: LedgerAccount): BalanceView {
-    const reserved = 0;
+  /**
+   * The balance of an account already opened (see {@link customerAccount}); `reserved`:
+   * what its calls in progress have cost so far (billing/calls.ts), minor units.
+   */
+  view(a: LedgerAccount, reserved = 0): BalanceView {
     return {
       currency: a.currency,
       balance: a.balance,

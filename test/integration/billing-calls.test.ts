@@ -167,6 +167,14 @@ describe('rated and billed calls, prepaid enforcement', () => {
     const cids = [cidStr(), cidStr()];
     const runs = cids.map((cid, i) => sipp({ scenario: 'call-uac-cut.xml', port, transport: 'udp', endpoint: a, cidStr: cid, keys: { callee: `+1555000${i}222` }, timeoutS: 60 }));
     const ours = (callId: string | undefined): boolean => cids.some((c) => callId === c.replace('%u', '1'));
+    // Mid-call (~5 s in), what the two calls cost so far is reserved, not yet debited.
+    await until('both calls answered', async () => ((await api(account, 'GET', `/api/v1/Account/${account.authId}/balance/USD`)).json.reserved_funds !== '0.00000' ? true : undefined), 20_000);
+    await new Promise((r) => setTimeout(r, 4000));
+    const mid = (await api(account, 'GET', `/api/v1/Account/${account.authId}/balance/USD`)).json;
+    expect(mid.balance).toBe('0.50000');
+    expect(Number(mid.reserved_funds)).toBeGreaterThanOrEqual(0.1);
+    expect(Number(mid.reserved_funds)).toBeLessThan(0.5);
+    expect(Number(mid.available_balance)).toBeCloseTo(0.5 - Number(mid.reserved_funds), 5);
     const [r1, r2] = await Promise.all(runs);
     completed(r1 as SippResult, 'caller 1 (BYE received)');
     completed(r2 as SippResult, 'caller 2 (BYE received)');
