@@ -125,11 +125,9 @@ export class CallCharging {
   readonly #now: () => number;
   /** Call key → the local call. */
   readonly #local = new Map<string, LocalCall>();
-  /** Payer → keys of its local calls. */
-  readonly #byPayer = new Map<string, Set<string>>();
+  /** Payer id → its ref and the keys of its local calls (the ticker computes each again). */
+  readonly #byPayer = new Map<string, { ref: CustomerRef; keys: Set<string> }>();
   #ticker: NodeJS.Timeout | null = null;
-  /** Payer id → its ref (the ticker computes each payer with local calls again). */
-  readonly #payerRef = new Map<string, CustomerRef>();
 
   constructor(o: CallChargingOptions) {
     this.#o = o;
@@ -162,9 +160,9 @@ export class CallCharging {
     const payer = charge.payer.authId;
     await this.#o.live.add(payer, { key, answerAt, ...charge.terms }, maxCallMs);
     this.#local.set(key, { payer, end, timer: null });
-    let keys = this.#byPayer.get(payer);
-    if (!keys) this.#byPayer.set(payer, (keys = new Set()));
-    keys.add(key);
+    let p = this.#byPayer.get(payer);
+    if (!p) this.#byPayer.set(payer, (p = { ref: charge.payer, keys: new Set() }));
+    p.keys.add(key);
     this.#startTicker();
     await this.#schedule(charge.payer);
   }
@@ -208,9 +206,9 @@ export class CallCharging {
     if (!c) return;
     if (c.timer) clearTimeout(c.timer);
     this.#local.delete(key);
-    const keys = this.#byPayer.get(c.payer);
-    keys?.delete(key);
-    if (keys && keys.size === 0) this.#byPayer.delete(c.payer);
+    const p = this.#byPayer.get(c.payer);
+    p?.keys.delete(key);
+    if (p && p.keys.size === 0) this.#byPayer.delete(c.payer);
   }
 
   /** Every recheck: the payers with calls here, computed again (calls of other nodes change their moment). */
@@ -218,9 +216,8 @@ export class CallCharging {
     if (this.#ticker) return;
     this.#ticker = setInterval(() => {
       if (this.#byPayer.size === 0) return;
-      for (const payer of this.#byPayer.keys()) {
-        const any = this.#payerRef.get(payer);
-        if (any) void this.#schedule(any).catch((err: unknown) => this.#o.log.warn({ err: err instanceof Error ? err.message : String(err), payer }, 'credit check failed'));
+      for (const [payer, p] of this.#byPayer) {
+        void this.#schedule(p.ref).catch((err: unknown) => this.#o.log.warn({ err: err instanceof Error ? err.message : String(err), payer }, 'credit check failed'));
       }
     }, this.#o.recheckMs ?? 1000);
     this.#ticker.unref();
@@ -228,14 +225,10 @@ export class CallCharging {
 
   /** The cut moment of a payer's calls, and a timer for each of them held here. */
   async #schedule(payer: CustomerRef): Promise<void> {
-    this.#payerRef.set(payer.authId, payer);
     const now = this.#now();
     const [{ available }, calls] = await Promise.all([this.#o.ledger.available(payer), this.#o.live.list(payer.authId, now)]);
-    const keys = this.#byPayer.get(payer.authId);
-    if (!keys || keys.size === 0) {
-      this.#payerRef.delete(payer.authId);
-      return;
-    }
+    const keys = this.#byPayer.get(payer.authId)?.keys;
+    if (!keys || keys.size === 0) return;
     // A local call no longer in the live set ended on another node (its BYE went there).
     const live = new Set(calls.map((c) => c.key));
     for (const key of [...keys]) if (!live.has(key)) this.#forget(key);

@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 import type { ApplicationRecord, Directory, EndpointRecord } from '../store/directory/directory.js';
 import type { CallStart, CallStatus, CallStore, CallbackTarget, CdrRecord, OutboxItem, StoredCharge } from '../store/calls/calls.js';
 import { CallCharging, type CallBill } from '../billing/calls.js';
+import { formatAmount } from '../billing/amount.js';
 
 /** How a call ended before it was answered, as the proxy's response context saw it. */
 export type Unanswered = { status: number; how: 'cancelled' | 'no-answer' | 'refused' | 'rejected-here' };
@@ -255,7 +256,7 @@ export class CallTracker {
         duration,
         bill_duration: bill ? bill.billDuration : duration,
         billed_amount: bill ? bill.billedAmount : '0.00000',
-        total_rate: s.charge ? bill?.rate ?? CallCharging.bill(s.charge, 0).rate : null,
+        total_rate: s.charge ? formatAmount(s.charge.terms.ratePerMinute) : null,
         rate_prefix: s.charge?.prefix ?? null,
         ...(s.charge ? { currency: s.charge.currency } : {}),
         created_at: iso(s.startedAt),

@@ -18,9 +18,6 @@
  * certificates at all (it registers with any CA file), so the TLS case proves
  * the transport, not certificate checking.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baresipRelease, running, startBaresip, type Transport } from '../support/baresip.js';
 import { secondsUntil, startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
@@ -31,21 +28,20 @@ describe('baresip (Debian) registers over UDP, TCP and TLS', () => {
   let edge: Edge;
   let account: Account;
   let caFile: string;
-  let caDir: string;
+  let ca: { file: string; remove(): void };
   const release = baresipRelease();
 
   beforeAll(async () => {
     // Stock digest settings: SHA-256 then MD5, and MD5 alone for the default list (sipp, baresip).
     edge = await startEdge();
     account = await edge.newAccount();
-    caDir = mkdtempSync(join(tmpdir(), 'sip-edge-ca-'));
-    caFile = join(caDir, 'dev-ca.pem');
-    writeFileSync(caFile, edge.devCertificate());
+    ca = edge.devCaFile();
+    caFile = ca.file;
   });
   afterAll(async () => {
     for (const c of running) c.kill('SIGKILL');
     await edge?.stop();
-    if (caDir) rmSync(caDir, { recursive: true, force: true });
+    ca?.remove();
   });
 
   const port = (t: Transport): number => edge.server.ports[t]!;

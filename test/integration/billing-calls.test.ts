@@ -67,15 +67,7 @@ describe('rated and billed calls, prepaid enforcement', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const api = async (account: Account, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
-    const r = await fetch(`${edge.base}${path}`, {
-      method,
-      headers: { 'x-auth-id': account.authId, 'x-auth-token': account.authToken, ...(body ? { 'content-type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await r.text();
-    return { status: r.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-  };
+  const api = (account: Account, method: string, path: string, body?: unknown) => edge.api(account, method, path, body);
   const credit = async (account: Account, amount: string): Promise<void> => {
     const r = await fetch(`${edge.base}/api/v1/admin/accounts/${account.authId}/credit`, {
       method: 'POST',

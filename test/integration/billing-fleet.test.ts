@@ -53,9 +53,9 @@ describe('a rated call whose node dies: billed once by the node that sees its en
   });
 
   const api = async (edge: Edge, account: Account, path: string): Promise<Record<string, unknown>> => {
-    const r = await fetch(`${edge.base}${path}`, { headers: { 'x-auth-id': account.authId, 'x-auth-token': account.authToken } });
+    const r = await edge.api(account, 'GET', path);
     expect(r.status).toBe(200);
-    return (await r.json()) as Record<string, unknown>;
+    return r.json;
   };
 
   it('SIGKILL of the node during the call; the BYE through the other node bills it once, and a repeated BYE changes nothing', async () => {

@@ -78,15 +78,7 @@ describe.each([
     ca?.remove();
   });
 
-  const api = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
-    const r = await fetch(`${edge.base}${path}`, {
-      method,
-      headers: { 'x-auth-id': account.authId, 'x-auth-token': account.authToken, ...(body ? { 'content-type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await r.text();
-    return { status: r.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-  };
+  const api = (method: string, path: string, body?: unknown) => edge.api(account, method, path, body);
 
   /** A caller whose application sends callbacks to the receiver under `/<tag>/…`, and a callee. */
   const pair = async (tag: string, method: 'POST' | 'GET' = 'POST'): Promise<{ a: Endpoint; b: Endpoint }> => {

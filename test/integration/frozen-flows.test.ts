@@ -48,20 +48,17 @@ const alive = (c: ChildProcess): boolean => c.exitCode === null && c.signalCode 
 describe('frozen peers on TCP and TLS are probed with OPTIONS and cut', () => {
   let edge: Edge;
   let account: Account;
-  let caDir: string;
-  let caFile: string;
+  let ca: { file: string; remove(): void };
 
   beforeAll(async () => {
     edge = await startEdge({ SIP_PING_INTERVAL: String(PING_S), SIP_IDLE_TIMEOUT: '5', SIP_WSS_PORT: 'off' });
     account = await edge.newAccount();
-    caDir = mkdtempSync(join(tmpdir(), 'sip-edge-ca-'));
-    caFile = join(caDir, 'dev-ca.pem');
-    writeFileSync(caFile, edge.devCertificate());
+    ca = edge.devCaFile();
   });
   afterAll(async () => {
     for (const c of running) c.kill('SIGKILL');
     await edge?.stop();
-    if (caDir) rmSync(caDir, { recursive: true, force: true });
+    ca?.remove();
   });
 
   /** Alive and quiet for 4 intervals: still registered, probed, not cut. Then SIGSTOP: ms until the binding is gone. */
@@ -108,7 +105,7 @@ describe('frozen peers on TCP and TLS are probed with OPTIONS and cut', () => {
 
   it('baresip over TLS, SIGSTOPped: binding gone within 3 × SIP_PING_INTERVAL of its last byte', async () => {
     const e = await edge.newEndpoint(account, 'frozentls');
-    const phone = startBaresip({ endpoint: e, transport: 'tls', serverPort: edge.server.ports.tls as number, caFile });
+    const phone = startBaresip({ endpoint: e, transport: 'tls', serverPort: edge.server.ports.tls as number, caFile: ca.file });
     try {
       const ms = await freeze(e, phone.pid, 'tls');
       console.log(`frozen baresip over TLS (SIP_PING_INTERVAL ${PING_S} s): binding gone ${ms} ms after SIGSTOP (bound ${BOUND_MS} ms after its last byte)`);

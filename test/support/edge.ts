@@ -4,7 +4,9 @@
  * provisions partner → account → endpoint and reads endpoints back. The e2e suites
  * never write to a store directly: what they assert is what an operator would see.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startServer, type ServerProcess } from './server-process.js';
 
 /** The partner the e2e servers are configured with (PARTNER_AUTH_ID/PARTNER_AUTH_TOKEN). */
@@ -79,6 +81,10 @@ export interface Edge {
   waitBindingsAtMost(e: Endpoint, n: number, timeoutMs?: number): Promise<void>;
   /** PEM of the server's self-signed development certificate (certificate only, no key). */
   devCertificate(): string;
+  /** A request to the API with an account's own credentials (JSON body when given); status and parsed body. */
+  api(account: Account, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }>;
+  /** The development certificate written to a PEM file of its own (a CA file for clients), and how to remove it. */
+  devCaFile(): { file: string; remove(): void };
   stop(): Promise<void>;
 }
 
@@ -179,6 +185,13 @@ export async function startEdge(env: Record<string, string> = {}, opts: { node?:
       const cert = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----\n?/.exec(pem);
       if (!cert) throw new Error(`no certificate in ${String(line.file)}`);
       return cert[0];
+    },
+    api: (account, method, path, body) => call(method, path, as(account), body),
+    devCaFile() {
+      const dir = mkdtempSync(join(tmpdir(), 'sip-edge-ca-'));
+      const file = join(dir, 'dev-ca.pem');
+      writeFileSync(file, edge.devCertificate());
+      return { file, remove: () => rmSync(dir, { recursive: true, force: true }) };
     },
     async stop() {
       await server.stop();
