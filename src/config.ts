@@ -198,6 +198,10 @@ export interface Config {
   appServerUri: string | null;
   /** Seconds an out-of-dialog INVITE may ring unanswered before the caller gets 408 and the callees CANCEL. @default 120 */
   noAnswerTimeout: number;
+  /** Seconds between OPTIONS pings to trunk gateways (docs/trunks.md "Gateway health"); 0 = no pings. */
+  trunkPingInterval: number;
+  /** PEM file of the CAs a TLS trunk gateway's certificate must chain to; null = the system's. @default null */
+  trunkTlsCaFile: string | null;
   /** Seconds after which a call whose end was never seen stops counting against concurrent_calls_limit. @default 14400 */
   maxCallDuration: number;
   /**
@@ -300,6 +304,8 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   outboundGatewayUri: null,
   appServerUri: null,
   noAnswerTimeout: 120,
+  trunkPingInterval: 30,
+  trunkTlsCaFile: null,
   maxCallDuration: 14400,
   callbackAllowedNetworks: [],
   callbackTimeout: 3,
@@ -373,6 +379,8 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['OUTBOUND_GATEWAY_URI', 'outboundGatewayUri', udpSipUri],
   ['APP_SERVER_URI', 'appServerUri', udpSipUri],
   ['SIP_NO_ANSWER_TIMEOUT', 'noAnswerTimeout', int(1, 3600)],
+  ['TRUNK_PING_INTERVAL', 'trunkPingInterval', int(0, 3600)],
+  ['TRUNK_TLS_CA_FILE', 'trunkTlsCaFile', file],
   ['SIP_MAX_CALL_DURATION', 'maxCallDuration', int(60, 86400 * 7)],
   ['CALLBACK_ALLOWED_NETWORKS', 'callbackAllowedNetworks', networks],
   ['CALLBACK_TIMEOUT', 'callbackTimeout', seconds(0.1, 60)],

@@ -205,3 +205,51 @@ export function verifyDigest(creds: DigestCredentials, o: VerifyOptions): Verify
   const ok = timingSafeEqual(Buffer.from(expected, 'latin1'), Buffer.from(response.toLowerCase(), 'latin1'));
   return ok ? 'ok' : 'bad-response';
 }
+
+/** What a client needs to answer a Digest challenge (the edge answering a carrier's 401/407). */
+export interface DigestAnswerOptions {
+  /** The challenge's parameters (`realm`, `nonce`, `qop`, `algorithm`, `opaque`). */
+  challenge: ReadonlyMap<string, string>;
+  method: string;
+  uri: string;
+  username: string;
+  password: string;
+  /** The client nonce (random when absent; fixed in tests). */
+  cnonce?: string;
+}
+
+/**
+ * The credentials value (`Digest username=…, response=…`) answering a challenge as a
+ * client (RFC 7616 §3.4, RFC 3261 §22.4): MD5 or SHA-256, `qop=auth` when offered, else
+ * the RFC 2069 form. Null for a challenge this code cannot answer (another algorithm,
+ * `-sess`, `auth-int` only, no nonce or realm).
+ */
+export function answerChallenge(o: DigestAnswerOptions): string | null {
+  const c = o.challenge;
+  const realm = c.get('realm');
+  const nonce = c.get('nonce');
+  if (realm === undefined || nonce === undefined) return null;
+  const algName = (c.get('algorithm') ?? 'MD5').toUpperCase();
+  const algorithm: DigestAlgorithm | null = algName === 'MD5' ? 'MD5' : algName === 'SHA-256' ? 'SHA-256' : null;
+  if (!algorithm) return null;
+  const qops = c.get('qop')?.split(',').map((q) => q.trim().toLowerCase());
+  if (qops && !qops.includes('auth')) return null;
+  const ha1 = computeHa1(algorithm, o.username, realm, o.password);
+  const ha2 = h(algorithm, `${o.method}:${o.uri}`);
+  const q = (s: string): string => `"${s.replace(/["\\]/g, '\\$&')}"`;
+  const parts = [`username=${q(o.username)}`, `realm=${q(realm)}`, `nonce=${q(nonce)}`, `uri=${q(o.uri)}`];
+  let response: string;
+  if (qops) {
+    const cnonce = o.cnonce ?? randomBytes(8).toString('hex');
+    const nc = '00000001';
+    response = h(algorithm, `${ha1}:${nonce}:${nc}:${cnonce}:auth:${ha2}`);
+    parts.push(`response=${q(response)}`, 'qop=auth', `nc=${nc}`, `cnonce=${q(cnonce)}`);
+  } else {
+    response = h(algorithm, `${ha1}:${nonce}:${ha2}`);
+    parts.push(`response=${q(response)}`);
+  }
+  parts.push(`algorithm=${algorithm}`);
+  const opaque = c.get('opaque');
+  if (opaque !== undefined) parts.push(`opaque=${q(opaque)}`);
+  return `Digest ${parts.join(', ')}`;
+}

@@ -21,6 +21,11 @@ export interface Destination {
   callDomain?: string;
   /** From a flow token: the rtpengine that relays the dialog's media (docs/media.md). */
   media?: string;
+  /**
+   * From a flow token: requests of the dialog going this way carry their CSeq this much
+   * higher (the edge answered the carrier's challenge with a second INVITE; docs/trunks.md).
+   */
+  cseqOffset?: number;
 }
 
 /**

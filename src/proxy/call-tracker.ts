@@ -40,8 +40,15 @@ export interface CallInfo {
   fromTag: string;
   fromNumber: string;
   toNumber: string;
-  context: 'endpoint' | 'phone' | 'app';
-  endpoint: EndpointRecord;
+  context: 'endpoint' | 'phone' | 'app' | 'trunk';
+  /** The endpoint whose application gets the callbacks: the caller's, or for a call from the phone network the callee's. */
+  endpoint: EndpointRecord | null;
+  /** An application that gets the callbacks instead (a number routed to it). */
+  appId?: string | null;
+  /** `inbound` for a call from the phone network. @default 'outbound' */
+  direction?: 'inbound' | 'outbound';
+  /** The trunk, number and carrier of a call to or from the phone network (docs/trunks.md). */
+  pstn?: CallStart['pstn'];
   /** Its price, when a rate applies (billing/calls.ts). */
   charge?: StoredCharge | null;
 }
@@ -117,7 +124,7 @@ export class CallTracker {
   started(info: CallInfo): TrackedCall {
     const callUuid = randomUUID();
     const ready = (async (): Promise<CallStart | null> => {
-      const callbacks = await this.callbacksOf(info.endpoint, info.authId, info.subAccount);
+      const callbacks = await this.callbacksOf(info.endpoint, info.authId, info.subAccount, info.appId ?? null);
       const start: CallStart = {
         callUuid,
         authId: info.authId,
@@ -126,8 +133,9 @@ export class CallTracker {
         fromTag: info.fromTag,
         fromNumber: info.fromNumber,
         toNumber: info.toNumber,
-        direction: 'outbound',
+        direction: info.direction ?? 'outbound',
         context: info.context,
+        ...(info.pstn ? { pstn: info.pstn } : {}),
         subAccount: info.subAccount,
         startedAt: Date.now(),
         callbacks,
@@ -271,6 +279,7 @@ export class CallTracker {
         campaign_id: null,
         sip_status: answered ? 200 : (e.sipStatus ?? null),
         sub_account: s.subAccount,
+        ...(s.pstn ? { trunk_id: s.pstn.trunkId, phone_number: s.pstn.number, carrier_address: s.pstn.carrier } : {}),
       };
       const hangup = s.callbacks.hangup;
       const callback = hangup
@@ -327,10 +336,14 @@ export class CallTracker {
     };
   }
 
-  /** Where the call's callbacks go: the caller endpoint's application, else the owner's default endpoint application. */
-  private async callbacksOf(e: EndpointRecord, authId: string, sub: string | null): Promise<CallStart['callbacks']> {
+  /**
+   * Where the call's callbacks go: the application named (a number's), else the endpoint's
+   * application, else the owner's default endpoint application.
+   */
+  private async callbacksOf(e: EndpointRecord | null, authId: string, sub: string | null, appId: string | null): Promise<CallStart['callbacks']> {
     let app: ApplicationRecord | null = null;
-    if (e.appId) app = await this.o.directory.getApplication(authId, e.appId);
+    const named = appId ?? e?.appId ?? null;
+    if (named) app = await this.o.directory.getApplication(authId, named);
     app ??= await this.o.directory.getDefaultEndpointApp(authId, sub);
     return callbackTargets(app);
   }

@@ -25,10 +25,11 @@ export class FlowTokens {
   /**
    * @param callDomain the account domain of the call, when the dialog is a call with a record (CDRs, docs/events.md)
    * @param media the rtpengine that relays the call's media, when one does (docs/media.md): any node ends it there
+   * @param cseqOffset how much higher the CSeq of requests towards this flow must be (a carrier challenge answered)
    */
-  encode(d: Destination, callId: string, callDomain?: string, media?: string): string {
+  encode(d: Destination, callId: string, callDomain?: string, media?: string, cseqOffset?: number): string {
     // The owning process too (a flow of another worker or node is reached through it).
-    const extra = [d.node ?? '', callDomain ?? '', media ?? ''];
+    const extra = [d.node ?? '', callDomain ?? '', media ?? '', cseqOffset ? String(cseqOffset) : ''];
     while (extra.length > 0 && extra[extra.length - 1] === '') extra.pop();
     const tail = extra.map((x) => `|${x}`).join('');
     const flow = `${d.transport}|${d.connId ?? ''}|${d.address}|${d.port}${tail}`;
@@ -43,7 +44,7 @@ export class FlowTokens {
     const given = Buffer.from(token.slice(dot + 1), 'base64url');
     const want = this.mac(flow, callId);
     if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
-    const [transport, connId, address, port, node, callDomain, media] = flow.split('|');
+    const [transport, connId, address, port, node, callDomain, media, cseq] = flow.split('|');
     if (!SIP_TRANSPORT_NAMES.has(transport as string) || address === undefined || !/^\d+$/.test(port ?? '')) return null;
     return {
       transport: transport as SipTransportName,
@@ -53,6 +54,7 @@ export class FlowTokens {
       ...(node ? { node } : {}),
       ...(callDomain ? { callDomain } : {}),
       ...(media ? { media } : {}),
+      ...(cseq && /^\d{1,6}$/.test(cseq) ? { cseqOffset: Number(cseq) } : {}),
     };
   }
 

@@ -21,13 +21,16 @@ import type { SipTransportName } from '../transport/types.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, type CallLimiter } from './call-limiter.js';
 import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tracker.js';
 import type { FlowTokens } from './flow-token.js';
-import { calleeRefusal, callerRefusal, DIALOG_CHECKED, dialogRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from './policy.js';
-import { ResponseContext } from './response-context.js';
+import { calleeRefusal, callerRefusal, DIALOG_CHECKED, dialogRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from '../routing/policy.js';
+import { ResponseContext, type BranchFinal } from './response-context.js';
 import { isWebrtcLeg, MediaRelay, type DialogSdp } from './media-relay.js';
 import { RtpengineRejectedError } from '../media/rtpengine.js';
 import type { Gruus } from '../registrar/gruu.js';
 import { offersVideo } from './sdp.js';
-import { accountOfDomain, parseTarget, phoneNumber } from './targets.js';
+import { accountOfDomain, parseTarget, phoneNumber } from '../routing/targets.js';
+import type { CarrierSource, GatewayLeg, PstnRouting } from '../routing/pstn.js';
+import type { TrunkView } from '../trunks/lookup.js';
+import type { NumberRoute } from '../numbers/lookup.js';
 import type { CallCharge, CallCharging } from '../billing/calls.js';
 import { NO_OP_USER } from './response-context.js';
 
@@ -53,7 +56,12 @@ export interface ProxyOptions {
   media?: MediaRelay;
   /** Reads GRUUs in Request-URIs (RFC 5627): a request to one reaches that device only. */
   gruus?: Gruus;
-  /** Where calls to telephone numbers go (Config.outboundGatewayUri); null → 503. */
+  /**
+   * The phone network (docs/trunks.md): carriers' INVITEs to numbers, and calls to numbers
+   * out through the caller account's OUTBOUND trunk. Absent = no trunks (numbers go to the gateway).
+   */
+  pstn?: PstnRouting;
+  /** Where calls to telephone numbers go for accounts without an OUTBOUND trunk (Config.outboundGatewayUri); null → 503. */
   outboundGatewayUri: string | null;
   /** Where calls to applications go (Config.appServerUri); null → 503. */
   appServerUri: string | null;
@@ -81,7 +89,9 @@ const WARN_AGENT = 'sip-edge';
 type Target =
   | { kind: 'endpoint'; domain: string; user: string; authId: string; endpoint: EndpointRecord; same: boolean; device: Device | null }
   | { kind: 'phone'; number: string }
-  | { kind: 'app'; authId: string; appId: string };
+  | { kind: 'app'; authId: string; appId: string }
+  /** A number out through a trunk (E.164), shown to the carrier as `callerId`. */
+  | { kind: 'trunk'; trunk: TrunkView; number: string; callerId: string };
 
 /** One device of an endpoint named by a GRUU: its instance, and for a temporary GRUU the registration's Call-ID. */
 interface Device {
@@ -95,7 +105,23 @@ interface Leg {
   dest: Destination;
   path: string | null;
   extra: Array<[string, string]>;
+  /** A gateway of a trunk (tried one after another, docs/trunks.md "Outbound"). */
+  gateway?: GatewayTry;
 }
+
+/** How a trunk leg goes out: its gateway, the caller ID, the credential retry it is. */
+interface GatewayTry {
+  leg: GatewayLeg;
+  /** The From user the carrier sees (the account's number). */
+  callerId: string;
+  /** 1 for the INVITE that answers the carrier's challenge (its CSeq is one up); else 0. */
+  cseqOffset: number;
+}
+
+/** The call limiter's key of a trunk (beside account Auth IDs, which never start so). */
+const TRUNK_KEY = 'trunk:';
+/** How long a gateway may stay silent (not even a 100 Trying) before the next one is tried, ms. */
+const GATEWAY_ANSWER_MS = 2_000;
 
 /** Most targets one request may reach through 3xx recursion, the first one included (README "Redirects"). */
 const MAX_REDIRECT_TARGETS = 5;
@@ -109,6 +135,8 @@ function targetKey(t: Target): string {
       return `p:${t.number}`;
     case 'app':
       return `a:${t.authId}:${t.appId}`;
+    case 'trunk':
+      return `t:${t.trunk.trunkId}:${t.number}`;
   }
 }
 
@@ -123,13 +151,16 @@ function qOf(q: string | null | undefined): number {
   return Number.isFinite(n) && n >= 0 && n <= 1 ? n : 1;
 }
 
-/** Who placed an out-of-dialog request (after digest authentication). */
+/** Who placed an out-of-dialog request (after digest authentication), or the carrier that delivered it. */
 interface Caller {
   domain: string;
   user: string;
-  endpoint: EndpointRecord;
+  /** The caller endpoint; null for a call from the phone network. */
+  endpoint: EndpointRecord | null;
   account: AccountRecord;
   sub: SubAccountRecord | null;
+  /** A carrier's call to a number of `account` (docs/trunks.md "Inbound"). */
+  carrier?: CarrierSource & { number: string; appId: string | null; route: NumberRoute };
 }
 
 /**
@@ -145,7 +176,7 @@ export class SipProxy implements RequestProcessor {
   readonly methods = METHODS;
   private readonly log: Logger;
   /** Call-ID → account and admission time, for calls counted against account limits (released on final non-2xx or BYE). */
-  private readonly counted = new Map<string, { account: string; at: number }>();
+  private readonly counted = new Map<string, { account: string; at: number; trunks: string[] }>();
   private readonly maxCallMs: number;
   private readonly gateway: SipUri | null;
   private readonly appServer: SipUri | null;
@@ -263,6 +294,7 @@ export class SipProxy implements RequestProcessor {
     if (DIALOG_CHECKED.has(req.method)) await this.checkDialogPolicy(ctx);
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
+    const restore = dest.cseqOffset ? shiftCseq(fwd, dest.cseqOffset) : undefined;
     const media = dest.media && (req.method === 'INVITE' || req.method === 'UPDATE') ? await this.dialogMedia(ctx, dest, dest.media, fwd) : null;
     const context = new ResponseContext({
       layer: this.opts.layer,
@@ -273,7 +305,7 @@ export class SipProxy implements RequestProcessor {
       flowFailure: { status: 430, reason: 'Flow Failed' },
     });
     tx.onCancel = () => context.cancelByCaller();
-    context.fork(fwd, dest, loopHash(req, ctx.callId));
+    context.fork(fwd, dest, { loop: loopHash(req, ctx.callId), restore });
   }
 
   /**
@@ -332,6 +364,7 @@ export class SipProxy implements RequestProcessor {
     }
     const fwd = cloneRequest(req);
     decrementMaxForwards(fwd);
+    if (dest.cseqOffset) shiftCseq(fwd, dest.cseqOffset);
     if (dest.media && this.opts.media && hasSdp(req)) {
       // The answer to a late offer (the 2xx offered): through the engine before it goes on.
       void this.ackAnswer(ctx, dest, dest.media, fwd).then(() => this.forwardAck(ctx, fwd, dest));
@@ -421,7 +454,8 @@ export class SipProxy implements RequestProcessor {
 
   private async outOfDialog(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
     const req = ctx.req;
-    const caller = await this.authenticate(ctx);
+    const carrier = this.opts.pstn ? await this.opts.pstn.carrierOf(req, getHeader(req, 'from'), ctx.flow.remoteAddress) : null;
+    const caller = carrier ? await this.carrierCaller(ctx, carrier) : await this.authenticate(ctx);
     if (req.method === 'MESSAGE' && this.opts.calls) {
       const calls = this.opts.calls;
       // A MESSAGE the edge itself refuses (not registered, policy) is reported as failed too.
@@ -440,9 +474,12 @@ export class SipProxy implements RequestProcessor {
       sipCallId: ctx.callId,
       fromTag: tagOf(getHeader(req, 'from')) ?? '',
       fromNumber: caller.user,
-      toNumber: targetNumber(req.uri),
+      toNumber: caller.carrier ? caller.carrier.number : targetNumber(req.uri),
       context: 'endpoint',
       endpoint: caller.endpoint,
+      ...(caller.carrier
+        ? { direction: 'inbound' as const, appId: caller.carrier.appId, pstn: { trunkId: caller.carrier.trunk.trunkId, number: caller.carrier.number, carrier: caller.carrier.address } }
+        : {}),
     };
     try {
       await this.placeCall(ctx, tx, loop, caller, info);
@@ -460,12 +497,20 @@ export class SipProxy implements RequestProcessor {
     const target = await this.resolve(req.uri, caller);
     this.checkPolicy(ctx, caller, traits, target);
     const legs = await this.legsOf(target, caller);
+    // A trunk's gateways are tried one after another (docs/trunks.md "Outbound"): the first
+    // now, the others as each fails.
+    const spares = target.kind === 'trunk' ? legs.splice(1) : [];
     const charge = req.method === 'INVITE' && info ? await this.quote(ctx, caller, target) : null;
 
-    if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId);
+    if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId, [caller.carrier?.trunk, target.kind === 'trunk' ? target.trunk : undefined]);
     if (info) {
       info.context = target.kind;
       if (charge) info.charge = charge;
+      if (target.kind === 'trunk') {
+        const first = legs[0]?.gateway?.leg;
+        info.pstn ??= { trunkId: target.trunk.trunkId, number: target.callerId, carrier: first ? first.dest.address : null };
+        if (!caller.carrier) info.toNumber = target.number;
+      }
     }
     const call: TrackedCall | null = info && this.opts.calls ? this.opts.calls.started(info) : null;
     const calls = this.opts.calls;
@@ -499,7 +544,8 @@ export class SipProxy implements RequestProcessor {
       flowFailure: target.kind === 'endpoint' ? { status: 480, reason: 'Temporarily Unavailable' } : undefined,
       // RFC 3261 §16.5/§16.7 step 4, README "Redirects": Contacts of a 3xx become branches,
       // unless the request asked for no recursion (RFC 3841 Request-Disposition: no-recurse).
-      redirect: noRecurse(req)
+      failover: spares.length > 0 || target.kind === 'trunk' ? (final, b) => this.failover(ctx, final, legs, legOfBranch[b] ?? b, spares, media, context, forkLeg) : undefined,
+      redirect: noRecurse(req) || caller.carrier
         ? undefined
         : async (up) => {
             const more = await this.redirectLegs(ctx, caller, traits, tried, up);
@@ -553,9 +599,11 @@ export class SipProxy implements RequestProcessor {
       for (const [n, v] of leg.extra) fwd.headers.push({ name: n, value: v });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
-      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, relayed ? media?.engine : undefined);
+      const g = leg.gateway;
+      const restore = g ? this.asCarrierSees(fwd, g) : undefined;
+      if (req.method === 'INVITE') this.recordRoute(fwd, ctx, leg.dest, call ? caller.domain : undefined, relayed ? media?.engine : undefined, g?.cseqOffset);
       legOfBranch.push(i);
-      context.fork(fwd, leg.dest, loop);
+      context.fork(fwd, leg.dest, { loop, restore, answerTimeoutMs: g ? GATEWAY_ANSWER_MS : undefined });
     };
     for (const [i, leg] of legs.entries()) {
       if (media?.legs[i] === 'dropped') continue; // needed the relay, and no engine took it
@@ -563,12 +611,140 @@ export class SipProxy implements RequestProcessor {
     }
   }
 
+  // --- the phone network (docs/trunks.md) -----------------------------------------
+
+  /**
+   * A carrier's out-of-dialog request: an INVITE to a number of the trunk's account (405 for
+   * any other method). The "caller" is the account that owns the number; the call is placed
+   * to the number's route ({@link carrierTarget}).
+   */
+  private async carrierCaller(ctx: IncomingRequest, carrier: CarrierSource): Promise<Caller> {
+    const req = ctx.req;
+    if (req.method !== 'INVITE') throw new SipError(405, 'Method Not Allowed', 'TRUNK_METHOD', [['Allow', 'INVITE, ACK, CANCEL, BYE, UPDATE, PRACK, INFO']]);
+    const pstn = this.opts.pstn as PstnRouting;
+    const account = await this.opts.directory.getAccount(carrier.trunk.authId);
+    if (!account) throw new SipError(404, 'Not Found', 'ROUTE_UNKNOWN_NUMBER');
+    const route = await pstn.inboundNumber(carrier, account, req.uri, getHeader(req, 'to'));
+    if (!account.enabled) throw new SipError(403, 'Forbidden', 'PROXY_ACCOUNT_DISABLED', [['Warning', `399 ${WARN_AGENT} "account disabled"`]]);
+    const sub = route.subAccount ? await this.opts.directory.getSubAccount(account.authId, route.subAccount) : null;
+    if (sub && !sub.enabled) throw new SipError(403, 'Forbidden', 'PROXY_SUBACCOUNT_DISABLED', [['Warning', `399 ${WARN_AGENT} "sub-account disabled"`]]);
+    const from = parseNameAddr(getHeader(req, 'from') ?? '');
+    const user = from?.uri.scheme === 'tel' ? from.uri.host : (from?.uri.user ?? 'anonymous');
+    this.log.info({ callId: ctx.callId, trunk: carrier.trunk.trunkId, how: carrier.how, number: route.e164 }, 'call from the phone network');
+    return {
+      domain: account.sipDomain,
+      user,
+      endpoint: null,
+      account,
+      sub,
+      carrier: { ...carrier, number: route.e164, appId: route.applicationId, route },
+    };
+  }
+
+  /** Where a carrier's call goes: the number's endpoint, application or forwarding trunk. */
+  private async carrierTarget(caller: Caller & { carrier: NonNullable<Caller['carrier']> }): Promise<Target> {
+    const { route } = caller.carrier;
+    const authId = caller.account.authId;
+    if (route.endpointId) {
+      const endpoint = await this.opts.directory.getEndpoint(authId, route.endpointId);
+      if (!endpoint) throw new SipError(480, 'Temporarily Unavailable', 'ROUTE_NUMBER_UNROUTED', [['Warning', `399 ${WARN_AGENT} "number ${route.e164} has no route"`]]);
+      return { kind: 'endpoint', domain: caller.account.sipDomain, user: endpoint.username, authId, endpoint, same: false, device: null };
+    }
+    if (route.applicationId) {
+      const app = await this.opts.directory.getApplication(authId, route.applicationId);
+      if (!app) throw new SipError(480, 'Temporarily Unavailable', 'ROUTE_NUMBER_UNROUTED', [['Warning', `399 ${WARN_AGENT} "number ${route.e164} has no route"`]]);
+      if (!app.settings.enabled) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_APPLICATION_DISABLED');
+      return { kind: 'app', authId, appId: route.applicationId };
+    }
+    const trunk = route.trunkGroupId ? await (this.opts.pstn as PstnRouting).trunkOf(authId, route.trunkGroupId) : null;
+    if (!trunk || !trunk.enabled) throw new SipError(480, 'Temporarily Unavailable', 'ROUTE_TRUNK_UNAVAILABLE', [['Warning', `399 ${WARN_AGENT} "the trunk of number ${route.e164} is disabled or gone"`]]);
+    // Forwarded: the carrier's caller ID goes on (the account's number was dialled, not used to call).
+    return { kind: 'trunk', trunk, number: route.e164, callerId: caller.user };
+  }
+
+  /** A call to a number: out through the account's OUTBOUND trunk, else the operator's gateway. */
+  private async phoneTarget(dialled: string, caller: Caller): Promise<Target> {
+    const pstn = this.opts.pstn;
+    const trunk = pstn && caller.endpoint ? await pstn.outboundTrunk(caller.account.authId) : null;
+    if (!pstn || !trunk || !caller.endpoint) return { kind: 'phone', number: dialled };
+    const number = pstn.number(dialled, caller.account);
+    const callerId = await pstn.callerId(caller.account, caller.endpoint.endpointId, caller.user);
+    return { kind: 'trunk', trunk, number, callerId };
+  }
+
+  /**
+   * What the carrier sees of a trunk leg (docs/trunks.md "Caller ID"): the From names the
+   * account's number, the CSeq is one up on a challenge's retry. Returns what responses
+   * must carry back upstream instead.
+   */
+  private asCarrierSees(fwd: SipRequest, g: GatewayTry): Array<[string, string]> {
+    const restore: Array<[string, string]> = [];
+    const from = getHeader(fwd, 'from');
+    const na = from ? parseNameAddr(from) : null;
+    if (from && na) {
+      restore.push(['from', from]);
+      const tag = na.params.get('tag');
+      setHeader(fwd, 'from', `<sip:${g.callerId}@${this.opts.sipDomain};user=phone>${tag ? `;tag=${tag}` : ''}`);
+    }
+    if (g.cseqOffset > 0) restore.push(...shiftCseq(fwd, g.cseqOffset));
+    return restore;
+  }
+
+  /**
+   * A trunk leg ended without a 2xx (docs/trunks.md "Outbound"): a challenge is answered
+   * once with the trunk's credential on the same gateway; a 5xx, 408, timeout or transport
+   * error moves on to the next gateway (4xx and 6xx are the carrier's answer and go up).
+   */
+  private async failover(
+    ctx: IncomingRequest,
+    final: BranchFinal,
+    legs: Leg[],
+    i: number,
+    spares: Leg[],
+    media: MediaPlan | null,
+    context: ResponseContext,
+    forkLeg: (leg: Leg, i: number) => void,
+  ): Promise<number> {
+    const leg = legs[i];
+    const g = leg?.gateway;
+    if (!g) return 0;
+    const pstn = this.opts.pstn as PstnRouting;
+    let next: Leg | undefined;
+    if ((final.status === 401 || final.status === 407) && final.response && g.cseqOffset === 0) {
+      const header = await pstn.challengeAnswer(g.leg.trunkId, final.response, ctx.req.method, leg.uri);
+      if (!header) return 0;
+      next = { ...leg, extra: [...leg.extra, header], gateway: { ...g, cseqOffset: 1 } };
+    } else if (final.status === 408 || final.status >= 500 && final.status < 600) {
+      if (final.response === null) pstn.gatewayFailed(g.leg); // silent or unreachable (a 5xx is an answer)
+      next = spares.shift();
+    }
+    while (next && context.open) {
+      const candidate: Leg = next;
+      try {
+        const dest = candidate.gateway && candidate.dest.transport !== 'udp' ? await pstn.connect(candidate.gateway.leg) : candidate.dest;
+        const ready: Leg = { ...candidate, dest };
+        const j = legs.push(ready) - 1;
+        if (media && !(await this.offerMediaLeg(ctx, media, ready, j))) return 0;
+        if (!context.open) return 0;
+        this.log.info({ callId: ctx.callId, gateway: ready.gateway?.leg.gateway, after: final.status, auth: ready.gateway?.cseqOffset === 1 }, 'trying the next way out');
+        forkLeg(ready, j);
+        return 1;
+      } catch (err) {
+        if (candidate.gateway) pstn.gatewayFailed(candidate.gateway.leg);
+        this.log.info({ callId: ctx.callId, gateway: candidate.gateway?.leg.gateway, err: err instanceof Error ? err.message : String(err) }, 'gateway not reachable');
+        next = spares.shift();
+      }
+    }
+    return 0;
+  }
+
   /** The Endpoint policy flags and the KYC block for a request of `caller` to `target` (403 naming the flag). */
   private checkPolicy(ctx: IncomingRequest, caller: Caller, traits: RequestTraits, target: Target): void {
-    const kind: TargetKind = target.kind === 'endpoint' ? (target.same ? 'same_domain' : 'other_domain') : target.kind;
+    const kind: TargetKind = target.kind === 'endpoint' ? (target.same ? 'same_domain' : 'other_domain') : target.kind === 'trunk' ? 'phone' : target.kind;
+    const calleeSide = caller.carrier ? 'phone' : target.kind === 'endpoint' && target.same ? 'same_domain' : 'other_domain';
     const refusal: Refusal | null =
-      callerRefusal(caller.endpoint, caller.sub, traits, kind) ??
-      (target.kind === 'endpoint' ? calleeRefusal(target.endpoint, traits, target.same ? 'same_domain' : 'other_domain') : null);
+      (caller.endpoint ? callerRefusal(caller.endpoint, caller.sub, traits, kind) : null) ??
+      (target.kind === 'endpoint' ? calleeRefusal(target.endpoint, traits, calleeSide) : null);
     if (refusal) {
       this.log.info({ callId: ctx.callId, method: traits.method, flag: refusal.flag, party: refusal.party }, 'refused by policy');
       throw new SipError(403, 'Forbidden', `POLICY_${refusal.flag.toUpperCase()}`, refusalHeaders(refusal, WARN_AGENT));
@@ -593,6 +769,29 @@ export class SipProxy implements RequestProcessor {
         if (dest) legs.push({ uri: b.uri, dest, path: b.path, extra: [] });
       }
       if (legs.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_NOT_REGISTERED');
+    } else if (target.kind === 'trunk') {
+      const pstn = this.opts.pstn as PstnRouting;
+      for (const g of await pstn.gatewayLegs(target.trunk, target.number)) {
+        let dest = g.dest;
+        if (legs.length === 0 && dest.transport !== 'udp') {
+          // The first one is sent at once: its TCP/TLS connection now (the others' when their turn comes).
+          try {
+            dest = await pstn.connect(g);
+          } catch (err) {
+            pstn.gatewayFailed(g);
+            this.log.info({ gateway: g.gateway, err: err instanceof Error ? err.message : String(err) }, 'gateway not reachable');
+            continue;
+          }
+        }
+        legs.push({
+          uri: g.uri,
+          dest,
+          path: null,
+          extra: [['p-asserted-identity', `<sip:${target.callerId}@${this.opts.sipDomain};user=phone>`]],
+          gateway: { leg: g, callerId: target.callerId, cseqOffset: 0 },
+        });
+      }
+      if (legs.length === 0) throw new SipError(503, 'Service Unavailable', 'TRUNK_NO_GATEWAY', [['Retry-After', '30'], ['Warning', `399 ${WARN_AGENT} "no origination URI of trunk ${target.trunk.trunkId} is reachable"`]]);
     } else if (target.kind === 'phone') {
       if (!this.gateway) throw new SipError(503, 'Service Unavailable', 'PROXY_NO_GATEWAY', [['Warning', `399 ${WARN_AGENT} "no outbound gateway is configured"`]]);
       legs.push({
@@ -643,7 +842,9 @@ export class SipProxy implements RequestProcessor {
         if (tried.has(key)) continue;
         tried.add(key);
         this.checkPolicy(ctx, caller, traits, target);
-        legs.push(...(await this.legsOf(target, caller)));
+        const found = await this.legsOf(target, caller);
+        // A trunk's first gateway only: a redirect has no failover of its own.
+        legs.push(...(target.kind === 'trunk' ? found.slice(0, 1) : found));
       } catch (err) {
         this.log.debug({ callId: ctx.callId, contact: c.uri, err: err instanceof Error ? err.message : String(err) }, 'redirect contact not followed');
       }
@@ -658,8 +859,12 @@ export class SipProxy implements RequestProcessor {
    */
   private async quote(ctx: IncomingRequest, caller: Caller, target: Target): Promise<CallCharge | null> {
     const charging = this.opts.charging;
-    if (!charging) return null;
-    const q = await charging.quote(caller.account, target.kind === 'phone' ? { kind: 'phone', number: target.number } : target.kind === 'app' ? { kind: 'app' } : { kind: 'endpoint', uri: `sip:${target.user}@${target.domain}` });
+    // A call from the phone network is free to its account unless it is forwarded out through a trunk.
+    if (!charging || (caller.carrier && target.kind !== 'trunk')) return null;
+    const q = await charging.quote(
+      caller.account,
+      target.kind === 'phone' || target.kind === 'trunk' ? { kind: 'phone', number: target.number } : target.kind === 'app' ? { kind: 'app' } : { kind: 'endpoint', uri: `sip:${target.user}@${target.domain}` },
+    );
     if (q.ok) return q.charge;
     this.log.info({ callId: ctx.callId, account: caller.account.authId, status: q.status, reason: q.reason }, 'call refused by billing');
     if (q.status === 402) throw new SipError(402, 'Payment Required', 'BILLING_NO_CREDIT', [['Warning', `399 ${WARN_AGENT} "${q.reason}"`]]);
@@ -722,7 +927,7 @@ export class SipProxy implements RequestProcessor {
       sipCallId: ctx.callId,
       fromNumber: caller.user,
       toNumber: targetNumber(ctx.req.uri),
-      endpoint: caller.endpoint,
+      endpoint: caller.endpoint as EndpointRecord, // MESSAGEs come from endpoints only (carriers: 405)
       contentType: getHeader(ctx.req, 'content-type') ?? null,
       body: ctx.req.body,
     };
@@ -857,6 +1062,7 @@ export class SipProxy implements RequestProcessor {
 
   /** Request-URI → target: an endpoint (404 when none), an application of the caller's account, a number. */
   private async resolve(requestUri: string, caller: Caller): Promise<Target> {
+    if (caller.carrier) return this.carrierTarget(caller as Caller & { carrier: NonNullable<Caller['carrier']> });
     let uri = parseUri(requestUri);
     if (!uri) throw new SipError(416, 'Unsupported URI Scheme', 'PROXY_BAD_URI');
     const gruu = this.opts.gruus?.parse(uri) ?? null;
@@ -867,7 +1073,7 @@ export class SipProxy implements RequestProcessor {
     const t = parseTarget(uri, { sipDomain: this.opts.sipDomain, callerDomain: caller.domain, isOwnHost: (u) => this.opts.layer.isOwnUri(u) });
     switch (t.kind) {
       case 'phone':
-        return t;
+        return this.phoneTarget(t.number, caller);
       case 'app': {
         // Applications are reachable only from their own account.
         const app = t.authId === caller.account.authId ? await this.opts.directory.getApplication(t.authId, t.appId) : null;
@@ -883,7 +1089,7 @@ export class SipProxy implements RequestProcessor {
         }
         // A number dialled in the account's domain (`+14155550100@acme…`) goes to the gateway.
         const n = phoneNumber(t.user);
-        if (n) return { kind: 'phone', number: n };
+        if (n) return this.phoneTarget(n, caller);
         throw new SipError(404, 'Not Found', 'PROXY_NO_ENDPOINT');
       }
       default:
@@ -925,14 +1131,14 @@ export class SipProxy implements RequestProcessor {
    * of the caller's flow). Whichever side sends an in-dialog request, the last
    * of our Route values it carries names the other side's flow.
    */
-  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination, callDomain?: string, mediaEngine?: string): void {
+  private recordRoute(fwd: SipRequest, ctx: IncomingRequest, egress: Destination, callDomain?: string, mediaEngine?: string, cseqOffset?: number): void {
     const { tokens } = this.opts;
     const rr = (t: SipTransportName, token: string): string => {
       const l = this.opts.layer.sentBy(t);
       return `<sip:${token}@${l ? `${l.host}:${l.port}` : '127.0.0.1'};transport=${t};lr>`;
     };
     prependHeaders(fwd, 'record-route', [
-      rr(egress.transport, tokens.encode(egress, ctx.callId, callDomain, mediaEngine)),
+      rr(egress.transport, tokens.encode(egress, ctx.callId, callDomain, mediaEngine, cseqOffset)),
       rr(ctx.flow.transport, tokens.encode(this.ownFlow(ctx), ctx.callId, callDomain, mediaEngine)),
     ]);
   }
@@ -945,8 +1151,25 @@ export class SipProxy implements RequestProcessor {
 
   // --- account limits --------------------------------------------------------------
 
-  private async admit(account: AccountRecord, callId: string): Promise<void> {
+  private async admit(account: AccountRecord, callId: string, trunks: Array<TrunkView | undefined> = []): Promise<void> {
+    const keys: string[] = [];
+    // A trunk's own limits (0 = none): the carrier's calls in, or the calls out through it.
+    for (const t of trunks) {
+      if (!t || keys.includes(TRUNK_KEY + t.trunkId)) continue;
+      const limits = { cps: t.cpsLimit > 0 ? t.cpsLimit : Number.MAX_SAFE_INTEGER, concurrent: t.maxConcurrentCalls > 0 ? t.maxConcurrentCalls : Number.MAX_SAFE_INTEGER };
+      const r = await this.opts.limiter.admit(TRUNK_KEY + t.trunkId, callId, limits);
+      if (r !== 'ok') {
+        for (const k of keys) void this.opts.limiter.release(k, callId).catch(() => undefined);
+        const what = r === 'cps' ? 'cps_limit' : 'max_concurrent_calls';
+        throw new SipError(503, 'Service Unavailable', r === 'cps' ? 'TRUNK_LIMIT_CPS' : 'TRUNK_LIMIT_CONCURRENT', [
+          ['Retry-After', r === 'cps' ? '1' : '5'],
+          ['Warning', `399 ${WARN_AGENT} "${what} of trunk ${t.trunkId} reached"`],
+        ]);
+      }
+      keys.push(TRUNK_KEY + t.trunkId);
+    }
     const r = await this.opts.limiter.admit(account.authId, callId, { cps: account.cpsLimit, concurrent: account.concurrentCallsLimit });
+    if (r !== 'ok') for (const k of keys) void this.opts.limiter.release(k, callId).catch(() => undefined);
     if (r === 'cps') {
       throw new SipError(503, 'Service Unavailable', 'LIMIT_CPS', [['Retry-After', '1'], ['Warning', `399 ${WARN_AGENT} "cps_limit of the account reached"`]]);
     }
@@ -962,14 +1185,14 @@ export class SipProxy implements RequestProcessor {
     if (this.counted.size > 0 && this.counted.size % 1024 === 0) {
       for (const [id, c] of this.counted) if (now - c.at > this.maxCallMs) this.counted.delete(id);
     }
-    this.counted.set(callId, { account: account.authId, at: now });
+    this.counted.set(callId, { account: account.authId, at: now, trunks: keys });
   }
 
   private release(callId: string): void {
     const c = this.counted.get(callId);
     if (c === undefined) return;
     this.counted.delete(callId);
-    this.opts.limiter.release(c.account, callId).catch((err: unknown) => this.log.warn({ err, callId }, 'could not release a call slot'));
+    for (const k of [c.account, ...c.trunks]) this.opts.limiter.release(k, callId).catch((err: unknown) => this.log.warn({ err, callId }, 'could not release a call slot'));
   }
 }
 
@@ -998,6 +1221,18 @@ function decrementMaxForwards(req: SipRequest): void {
 
 function getListValuesOf(value: string): string[] {
   return getListValues({ kind: 'request', method: '', uri: '', headers: [{ name: 'x', value }], body: Buffer.alloc(0) }, 'x');
+}
+
+/**
+ * Raises a request's CSeq number by `offset` (the carrier saw one more INVITE than the
+ * caller sent, docs/trunks.md); returns the header its responses must carry back.
+ */
+function shiftCseq(fwd: SipRequest, offset: number): Array<[string, string]> {
+  const cseq = getHeader(fwd, 'cseq') ?? '';
+  const m = /^\s*(\d+)\s+(\S+)/.exec(cseq);
+  if (!m) return [];
+  setHeader(fwd, 'cseq', `${Number(m[1]) + offset} ${m[2]}`);
+  return [['cseq', cseq]];
 }
 
 /** `base` (the gateway or app server URI) with `user` as its user part. */

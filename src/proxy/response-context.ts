@@ -6,7 +6,7 @@ import { unrefTimer } from '../core/timers.js';
 import type { Logger } from '../logger.js';
 import { getHeader, getHeaders, getListValues, tagOf } from '../sip/headers.js';
 import type { SipRequest, SipResponse } from '../sip/message.js';
-import { cloneResponse, shiftListValue } from '../sip/message-edit.js';
+import { cloneResponse, setHeader, shiftListValue } from '../sip/message-edit.js';
 import { serializeMessage } from '../sip/response.js';
 
 /** A final outcome of one branch: a response received, or one stood in for it (timeout, transport error, CANCEL). */
@@ -35,6 +35,10 @@ interface Branch {
    * the contactless response is not a candidate for the best response.
    */
   recursed?: boolean;
+  /** Headers upstream responses of this branch get back as the caller sent them (see {@link ForkOptions.restore}). */
+  restore?: ReadonlyArray<readonly [string, string]>;
+  /** No response at all within the branch's answer timeout: given 408 here (and CANCELed once it speaks). */
+  answerTimer?: NodeJS.Timeout | null;
 }
 
 export interface ResponseContextEvents {
@@ -77,6 +81,28 @@ export interface ResponseContextOptions {
    * 3xx responses are candidates like any other (passed upstream when best).
    */
   redirect?: (up: SipResponse) => Promise<number>;
+  /**
+   * A branch ended without a 2xx (any final: a response ≥ 300 the redirect handler did not
+   * take, a timeout, a transport error) while no 2xx has gone upstream: the handler may fork
+   * the next branches (the next gateway of a trunk, the same one with credentials) and
+   * resolves with how many it added. With at least one, the ended branch is no candidate
+   * for the best response. Absent = nothing replaces a failed branch.
+   */
+  failover?: (final: BranchFinal, branch: number) => Promise<number>;
+}
+
+/** Per-branch options of {@link ResponseContext.fork}. */
+export interface ForkOptions {
+  /** RFC 3261 §16.6 step 8 loop detection hash. */
+  loop?: string;
+  /** Give the branch 408 when nothing at all (not even a 100) came back within this many ms. */
+  answerTimeoutMs?: number;
+  /**
+   * Headers whose value responses of this branch carry upstream: what the edge changed on
+   * the way down (a credential retry's CSeq one up, a From naming the caller ID) is given
+   * back as the caller sent it.
+   */
+  restore?: ReadonlyArray<readonly [string, string]>;
 }
 
 /** A client transaction user that wants nothing of its responses (CANCELs, the edge's own BYEs). */
@@ -153,10 +179,20 @@ export class ResponseContext implements ClientTransactionUser {
   }
 
   /** Sends the request on a new branch (§16.6 step 10: a client transaction per target). */
-  fork(request: SipRequest, destination: Destination, loop?: string): void {
-    const b: Branch = { tx: null, request, destination, provisional: false, final: null, cancel: 'none', cancelReason: null };
+  fork(request: SipRequest, destination: Destination, opts: string | ForkOptions = {}): void {
+    const o: ForkOptions = typeof opts === 'string' ? { loop: opts } : opts;
+    const b: Branch = { tx: null, request, destination, provisional: false, final: null, cancel: 'none', cancelReason: null, restore: o.restore };
     this.branches.push(b);
-    b.tx = this.opts.layer.request(request, destination, this, { loop });
+    b.tx = this.opts.layer.request(request, destination, this, { loop: o.loop });
+    if (o.answerTimeoutMs !== undefined) {
+      b.answerTimer = unrefTimer(() => {
+        b.answerTimer = null;
+        if (b.final !== null || b.provisional) return;
+        b.final = { status: 408, reason: 'Request Timeout', response: null };
+        this.cancelBranch(b, null);
+        this.branchEnded(b);
+      }, o.answerTimeoutMs);
+    }
   }
 
   /** New branches may still be added (no 2xx forwarded, no final chosen, not ended by CANCEL or timeout). */
@@ -176,9 +212,14 @@ export class ResponseContext implements ClientTransactionUser {
   onResponse(res: SipResponse, tx: ClientTransaction): void {
     const b = this.branchOf(tx);
     if (!b) return;
+    if (b.answerTimer) {
+      clearTimeout(b.answerTimer);
+      b.answerTimer = null;
+    }
     // §16.7 step 3: remove the topmost Via (ours); what remains goes upstream.
     const up = cloneResponse(res);
     shiftListValue(up, 'via');
+    if (b.restore) for (const [n, v] of b.restore) setHeader(up, n, v);
     if (getListValues(up, 'via').length === 0) return; // a response to us (cannot happen for forwarded requests)
     const server = this.opts.server;
     const s = res.status;
@@ -186,6 +227,7 @@ export class ResponseContext implements ClientTransactionUser {
     if (s < 200) {
       b.provisional = true;
       if (b.cancel === 'pending') this.sendCancel(b, b.cancelReason);
+      if (b.final !== null) return; // given up on already (answer timeout): CANCELed, nothing goes up
       // §16.7 step 5: provisional responses other than 100 are forwarded immediately.
       if (s > 100 && !server.finalSent) {
         this.sendUp(up, b, () => !server.finalSent);
@@ -238,16 +280,38 @@ export class ResponseContext implements ClientTransactionUser {
     }
     // §16.7 step 5 (6xx): the proxy SHOULD cancel all pending branches.
     if (s >= 600 && this.isInvite) for (const other of this.branches) if (other.final === null) this.cancelBranch(other, null);
-    this.maybeFinish();
+    this.branchEnded(b);
+  }
+
+  /** A branch has its final outcome: the failover handler may replace it; then maybe the best goes up. */
+  private branchEnded(b: Branch): void {
+    const failover = this.opts.failover;
+    if (!failover || b.final === null || !this.open) {
+      this.maybeFinish();
+      return;
+    }
+    this.redirecting++;
+    void failover(b.final, this.branches.indexOf(b))
+      .then(
+        (added) => {
+          if (added > 0) b.recursed = true;
+        },
+        (err: unknown) => this.opts.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'failover not followed'),
+      )
+      .finally(() => {
+        this.redirecting--;
+        this.maybeFinish();
+      });
   }
 
   onFailure(tx: ClientTransaction, status: 408 | 503): void {
     const b = this.branchOf(tx);
     if (!b || b.final !== null) return;
     // §16.7 step 1 (Timer B/F → 408) and §16.9 (transport error → 503, or what the TU says it means).
+    if (b.answerTimer) clearTimeout(b.answerTimer);
     const flow = this.opts.flowFailure ?? { status: 503, reason: 'Service Unavailable' };
     b.final = status === 408 ? { status, reason: 'Request Timeout', response: null } : { ...flow, response: null };
-    this.maybeFinish();
+    this.branchEnded(b);
   }
 
   /**
@@ -341,6 +405,7 @@ export class ResponseContext implements ClientTransactionUser {
   }
 
   private stopTimers(): void {
+    for (const b of this.branches) if (b.answerTimer) clearTimeout(b.answerTimer);
     if (this.noAnswer) clearTimeout(this.noAnswer);
     if (this.cancelGuard) clearTimeout(this.cancelGuard);
     this.noAnswer = this.cancelGuard = null;

@@ -123,8 +123,8 @@ export class StreamTransport implements Transport {
     raw.once('close', () => gate.close(address));
   }
 
-  private accept(socket: net.Socket): void {
-    if (socket.destroyed) return; // refused by the gate
+  private accept(socket: net.Socket): string | null {
+    if (socket.destroyed) return null; // refused by the gate
     const connId = `${this.name}-${CONNECTION_ID_TAG}-${(++nextConnId).toString(36)}`;
     const flow: Flow = {
       transport: this.name,
@@ -204,6 +204,46 @@ export class StreamTransport implements Transport {
       this.conns.delete(connId);
       this.sink.onFlowClosed(flow);
     });
+    return connId;
+  }
+
+  /** Client connections this listener opened, by `address|port` (reused while open). */
+  private readonly dialled = new Map<string, Promise<string>>();
+
+  /**
+   * A connection of ours to `address:port` (a trunk's TCP/TLS gateway, docs/trunks.md):
+   * the open one when there is one, else a new one — for TLS verified against the system's
+   * CAs (or `ca`) for `servername`. Resolves with its connection id once it can carry
+   * messages; it is then a flow like an accepted one (responses and requests come back on it).
+   */
+  dial(address: string, port: number, servername: string, ca?: Buffer, timeoutMs = 3000): Promise<string> {
+    const key = `${address}|${port}`;
+    const open = this.dialled.get(key);
+    if (open) return open;
+    const p = new Promise<string>((resolve, reject) => {
+      const ready = 'connect';
+      const socket: net.Socket =
+        this.name === 'tls'
+          ? tls.connect({ host: address, port, servername: net.isIP(servername) ? undefined : servername, ca, minVersion: 'TLSv1.2' })
+          : net.connect({ host: address, port });
+      const timer = setTimeout(() => socket.destroy(new Error(`${this.name} connect to ${address}:${port} timed out`)), timeoutMs);
+      timer.unref();
+      socket.once(this.name === 'tls' ? 'secureConnect' : ready, () => {
+        clearTimeout(timer);
+        const connId = this.accept(socket);
+        if (!connId) return reject(new Error('connection closed'));
+        socket.once('close', () => this.dialled.delete(key));
+        resolve(connId);
+      });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        this.dialled.delete(key);
+        reject(err);
+      });
+    });
+    this.dialled.set(key, p);
+    p.catch(() => undefined);
+    return p;
   }
 
   private cut(socket: net.Socket, connId: string, why: string): void {

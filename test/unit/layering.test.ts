@@ -20,6 +20,11 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   billing: ['transport', 'core', 'registrar', 'proxy', 'api', 'security', 'auth', 'fleet', 'media'],
   api: ['transport', 'core', 'proxy', 'registrar'],
   media: ['transport', 'core', 'store', 'registrar', 'proxy', 'api', 'auth', 'security', 'fleet', 'provisioning'],
+  // The phone network (DESIGN "The platform around the edge"): routing stands on numbers/,
+  // trunks/ and billing/; proxy/ (and later calls/) stand on routing/, never the reverse.
+  routing: ['transport', 'registrar', 'proxy', 'api', 'fleet'],
+  numbers: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
+  trunks: ['transport', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);

@@ -46,6 +46,12 @@ export interface CallStart {
   ttlMs: number;
   /** The price of a rated call (docs/billing.md "Calls"); absent for a free one. */
   charge?: StoredCharge;
+  /**
+   * A call to or from the phone network (docs/trunks.md): the trunk it used, the account's
+   * number (the caller ID out, the dialled number in) and the carrier's address (the source
+   * of an inbound INVITE, the gateway that answered an outbound one; null when none did).
+   */
+  pstn?: { trunkId: string; number: string; carrier: string | null };
 }
 
 /** A rated call's price as kept with its state (billing/calls.ts CallCharge). Minor units, seconds. */
@@ -88,6 +94,10 @@ export interface CdrRecord {
   sip_status: number | null;
   /** Not shown by the API: the owning sub-account (filtering only). */
   sub_account?: string | null;
+  /** A call to or from the phone network: its trunk, the account's number, the carrier's address (docs/trunks.md). */
+  trunk_id?: string;
+  phone_number?: string;
+  carrier_address?: string | null;
 }
 
 /** How a call ended, as the proxy saw it. */

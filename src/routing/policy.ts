@@ -47,8 +47,8 @@ export function callerRefusal(
   return null;
 }
 
-/** The callee's side (pure): what it may receive, from whom. */
-export function calleeRefusal(callee: EndpointRecord, req: RequestTraits, target: 'same_domain' | 'other_domain'): Refusal | null {
+/** The callee's side (pure): what it may receive, from whom (`phone`: a call from the phone network). */
+export function calleeRefusal(callee: EndpointRecord, req: RequestTraits, target: 'same_domain' | 'other_domain' | 'phone'): Refusal | null {
   const r = sessionRefusal(callee, req) ?? targetRefusal(callee, target);
   return r ? { flag: r, party: 'callee' } : null;
 }

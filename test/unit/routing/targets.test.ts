@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { accountOfDomain, parseTarget, phoneNumber } from '../../../src/proxy/targets.js';
+import { accountOfDomain, parseTarget, phoneNumber } from '../../../src/routing/targets.js';
 import { parseUri } from '../../../src/sip/uri.js';
 
 describe('targets', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { calleeRefusal, callerRefusal, refusalHeaders } from '../../../src/proxy/policy.js';
+import { calleeRefusal, callerRefusal, refusalHeaders } from '../../../src/routing/policy.js';
 import type { EndpointRecord, SubAccountRecord } from '../../../src/store/directory/directory.js';
 
 const endpoint = (over: Partial<EndpointRecord> = {}): EndpointRecord => ({
