@@ -302,3 +302,31 @@ describe('dummyHa1()', () => {
     }
   });
 });
+
+describe('answerChallenge (the edge as a client of a carrier)', () => {
+  it('answers MD5 and SHA-256 challenges with qop=auth so that the server verifies them', async () => {
+    const { answerChallenge, computeHa1, verifyDigest } = await import('../../../src/auth/digest.js');
+    const { parseDigestCredentials } = await import('../../../src/sip/headers.js');
+    for (const algorithm of ['MD5', 'SHA-256'] as const) {
+      const challenge = parseDigestCredentials(`Digest realm="carrier.example", nonce="abc123", qop="auth,auth-int", algorithm=${algorithm}, opaque="op"`)!;
+      const value = answerChallenge({ challenge: challenge.params, method: 'INVITE', uri: 'sip:+918012345678@127.0.0.8', username: 'trunk1', password: 's3cret' })!;
+      const creds = parseDigestCredentials(value)!;
+      expect(creds.params.get('opaque')).toBe('op');
+      expect(creds.params.get('qop')).toBe('auth');
+      expect(verifyDigest(creds, { method: 'INVITE', algorithm, ha1: computeHa1(algorithm, 'trunk1', 'carrier.example', 's3cret') })).toBe('ok');
+      expect(verifyDigest(creds, { method: 'INVITE', algorithm, ha1: computeHa1(algorithm, 'trunk1', 'carrier.example', 'wrong') })).toBe('bad-response');
+    }
+  });
+
+  it('answers an RFC 2069 challenge (no qop) and refuses what it cannot answer', async () => {
+    const { answerChallenge, computeHa1, verifyDigest } = await import('../../../src/auth/digest.js');
+    const { parseDigestCredentials } = await import('../../../src/sip/headers.js');
+    const plain = parseDigestCredentials('Digest realm="r", nonce="n"')!;
+    const creds = parseDigestCredentials(answerChallenge({ challenge: plain.params, method: 'INVITE', uri: 'sip:x@y', username: 'u', password: 'p' })!)!;
+    expect(creds.params.has('qop')).toBe(false);
+    expect(verifyDigest(creds, { method: 'INVITE', algorithm: 'MD5', ha1: computeHa1('MD5', 'u', 'r', 'p') })).toBe('ok');
+    for (const c of ['Digest realm="r", nonce="n", algorithm=MD5-sess', 'Digest realm="r", nonce="n", qop="auth-int"', 'Digest realm="r"']) {
+      expect(answerChallenge({ challenge: parseDigestCredentials(c)!.params, method: 'INVITE', uri: 'sip:x@y', username: 'u', password: 'p' })).toBeNull();
+    }
+  });
+});
