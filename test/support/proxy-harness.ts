@@ -92,6 +92,8 @@ export class TestUa {
   private waiters: Array<{ match: (m: SipMessage) => boolean; resolve: (m: SipMessage) => void }> = [];
   private cseq = 1;
   port = 0;
+  /** The address it listens and sends from. */
+  local = '127.0.0.1';
   /** Status for incoming INVITEs (200 answers with SDP). */
   answerStatus = 200;
   /** Expires of {@link register}, seconds. */
@@ -112,9 +114,11 @@ export class TestUa {
     this.socket.on('message', (data, rinfo) => this.onMessage(data, `${rinfo.address}:${rinfo.port}`));
   }
 
-  static async start(edgePort: number, e?: Endpoint): Promise<TestUa> {
+  /** `localAddress`: where it listens and sends from (a carrier on 127.0.0.10). @default '127.0.0.1' */
+  static async start(edgePort: number, e?: Endpoint, localAddress = '127.0.0.1'): Promise<TestUa> {
     const ua = new TestUa(edgePort, e?.username ?? 'gw', e?.account.sipDomain ?? 'gw.invalid', e?.password ?? '');
-    await new Promise<void>((r) => ua.socket.bind(0, '127.0.0.1', () => r()));
+    ua.local = localAddress;
+    await new Promise<void>((r) => ua.socket.bind(0, localAddress, () => r()));
     ua.port = ua.socket.address().port;
     return ua;
   }
@@ -171,7 +175,7 @@ export class TestUa {
       const to = getHeader(req, 'to') ?? '';
       lines.push(`To: ${to}${status > 100 && !/;\s*tag=/i.test(to) ? ';tag=ua' + this.port : ''}`);
       lines.push(`Call-ID: ${getHeader(req, 'call-id')}`, `CSeq: ${getHeader(req, 'cseq')}`);
-      lines.push(`Contact: <sip:${this.user}@127.0.0.1:${this.port}>`, ...extra, `Content-Length: ${Buffer.byteLength(body)}`, '', body);
+      lines.push(`Contact: <sip:${this.user}@${this.local}:${this.port}>`, ...extra, `Content-Length: ${Buffer.byteLength(body)}`, '', body);
       // RFC 3261 §18.2.2: to the address in the top Via (received, else sent-by) and its port.
       this.socket.send(lines.join('\r\n'), portOfTopVia(req), hostOfTopVia(req) ?? this.edgeHost);
     };
@@ -196,7 +200,7 @@ export class TestUa {
         viaPort: this.port,
         callId,
         cseq: this.cseq++,
-        contacts: [`<sip:${this.user}@127.0.0.1:${this.port}>`],
+        contacts: [`<sip:${this.user}@${this.local}:${this.port}>`],
         expires: this.expires,
         authorization: auth ?? undefined,
       });
@@ -226,13 +230,13 @@ export class TestUa {
     const build = (cseq: number, auth: string | null): string =>
       [
         `${method} ${target} SIP/2.0`,
-        `Via: SIP/2.0/UDP 127.0.0.1:${this.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
+        `Via: SIP/2.0/UDP ${this.local}:${this.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
         'Max-Forwards: 70',
         `From: <${this.aor}>;tag=${tag}`,
         `To: <${target}>`,
         `Call-ID: ${callId}`,
         `CSeq: ${cseq} ${method}`,
-        `Contact: <sip:${this.user}@127.0.0.1:${this.port}>`,
+        `Contact: <sip:${this.user}@${this.local}:${this.port}>`,
         ...(opts.headers ?? []),
         ...(auth ? [`Proxy-Authorization: ${auth}`] : []),
         ...(type ? [`Content-Type: ${type}`] : []),
@@ -300,14 +304,14 @@ export class TestDialog {
     this.ua.send(
       [
         `${method} ${this.target} SIP/2.0`,
-        `Via: SIP/2.0/UDP 127.0.0.1:${ua.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
+        `Via: SIP/2.0/UDP ${ua.local}:${ua.port};branch=z9hG4bK${randomBytes(6).toString('hex')};rport`,
         'Max-Forwards: 70',
         ...this.routes.map((r) => `Route: ${r}`),
         `From: <${ua.aor}>;tag=${this.tag}`,
         `To: ${getHeader(this.ok, 'to')}`,
         `Call-ID: ${this.callId}`,
         `CSeq: ${cseq} ${method}`,
-        ...(method === 'INVITE' ? [`Contact: <sip:${ua.user}@127.0.0.1:${ua.port}>`] : []),
+        ...(method === 'INVITE' ? [`Contact: <sip:${ua.user}@${ua.local}:${ua.port}>`] : []),
         ...(body ? [`Content-Type: ${body.type}`] : []),
         `Content-Length: ${body ? Buffer.byteLength(body.text) : 0}`,
         '',

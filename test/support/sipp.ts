@@ -55,6 +55,8 @@ export interface SippOptions {
   /** `-recv_timeout` for receives without their own, ms; null = none (calls held open). @default 10000 */
   recvTimeoutMs?: number | null;
   localPort?: number;
+  /** `-i`: the address SIPp listens and sends from (a carrier on 127.0.0.7). @default '127.0.0.1' */
+  localIp?: string;
   /** More SIPp options, e.g. `-rtp_echo` with `-mp <port>`. */
   extraArgs?: string[];
 }
@@ -76,7 +78,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
     '-sf', join(ROOT, 'sipp-scenarios', o.scenario),
     '-inf', inf,
     '-t', o.transport === 'udp' ? 'u1' : 't1',
-    '-i', '127.0.0.1',
+    '-i', o.localIp ?? '127.0.0.1',
     '-p', String(o.localPort ?? (await freePort())),
     '-m', String(o.calls ?? o.users.length),
     '-r', String(o.rate ?? 200),
