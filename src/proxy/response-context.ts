@@ -95,7 +95,7 @@ export interface ResponseContextOptions {
 export interface ForkOptions {
   /** RFC 3261 §16.6 step 8 loop detection hash. */
   loop?: string;
-  /** Give the branch 408 when nothing at all (not even a 100) came back within this many ms. */
+  /** Give the branch 503 (generated here) when nothing at all (not even a 100) came back within this many ms. */
   answerTimeoutMs?: number;
   /**
    * Headers whose value responses of this branch carry upstream: what the edge changed on
@@ -188,7 +188,8 @@ export class ResponseContext implements ClientTransactionUser {
       b.answerTimer = unrefTimer(() => {
         b.answerTimer = null;
         if (b.final !== null || b.provisional) return;
-        b.final = { status: 408, reason: 'Request Timeout', response: null };
+        // The next hop is not answering at all: unavailable (not the callee's no-answer, 408).
+        b.final = { status: 503, reason: 'Service Unavailable', response: null };
         this.cancelBranch(b, null);
         this.branchEnded(b);
       }, o.answerTimeoutMs);
@@ -392,8 +393,10 @@ export class ResponseContext implements ClientTransactionUser {
     const finals = (candidates.length > 0 ? candidates : this.branches).map((b) => b.final as BranchFinal);
     const best = finals[chooseBest(finals.map((f) => f.status))] ?? { status: 408, reason: 'Request Timeout', response: null };
     this.opts.log.debug({ method: server.method, status: best.status, branches: finals.map((f) => f.status) }, 'best response');
-    if (best.status === 503) {
-      // "If the selected response is a 503 (Service Unavailable), the proxy MUST generate a 500."
+    if (best.status === 503 && best.response) {
+      // "If the selected response is a 503 (Service Unavailable), the proxy MUST generate a 500":
+      // a downstream server's overload is not ours. A 503 the edge generated (no next hop
+      // answered) is its own and goes up as 503.
       server.respond(500, 'Server Internal Error');
     } else if (best.response) {
       const r = best.response;
@@ -401,7 +404,7 @@ export class ResponseContext implements ClientTransactionUser {
     } else {
       server.respond(best.status, best.reason);
     }
-    this.opts.events?.onFinal?.(best.status === 503 ? 500 : best.status, this.endedBy);
+    this.opts.events?.onFinal?.(best.status === 503 && best.response ? 500 : best.status, this.endedBy);
   }
 
   private stopTimers(): void {

@@ -124,4 +124,63 @@ describe('ResponseContext (RFC 3261 §16.7, §16.10)', () => {
     tx.user.onFailure(tx, 503);
     expect(upstream()).toEqual(['SIP/2.0 480 Temporarily Unavailable']);
   });
+
+  describe('serial failover (trunk gateways, docs/trunks.md "Outbound")', () => {
+    /** One branch; on its failure the handler forks the next one from `next` (what the proxy does with a trunk's gateways). */
+    const serial = (next: Destination[], answerTimeoutMs?: number) => {
+      const seen: number[] = [];
+      const c: ResponseContext = new ResponseContext({
+        layer: layer as unknown as TransactionLayer,
+        log: createLogger('silent'),
+        server,
+        events: { onFinal: (s) => finals.push(s) },
+        failover: async (final) => {
+          seen.push(final.status);
+          const d = next.shift();
+          if (!d) return 0;
+          c.fork(invite('z9hG4bKcallerbranch'), d, { answerTimeoutMs, restore: [['cseq', '1 INVITE']] });
+          return 1;
+        },
+      });
+      c.fork(invite('z9hG4bKcallerbranch'), DEST(5001), { answerTimeoutMs });
+      return { c, seen };
+    };
+
+    it('tries the next branch after a 503 and forwards its answer, not the 503', async () => {
+      const { seen } = serial([DEST(5002)]);
+      layer.answer(0, 503);
+      await vi.runAllTicks();
+      await Promise.resolve();
+      await Promise.resolve();
+      expect(layer.sent.filter((s) => s.method === 'INVITE').map((s) => s.to.port)).toEqual([5001, 5002]);
+      layer.answer(1, 200);
+      expect(seen).toEqual([503]);
+      expect(upstream()).toEqual(['SIP/2.0 200 X']);
+      expect(finals).toEqual([200]);
+    });
+
+    it('gives a silent branch 503 after its answer timeout, and the edge\'s own 503 goes up as 503 when nothing is left', async () => {
+      const { seen } = serial([DEST(5002)], 2000);
+      await vi.advanceTimersByTimeAsync(2000);
+      expect(layer.sent.filter((s) => s.method === 'INVITE')).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(2000);
+      expect(seen).toEqual([503, 503]);
+      expect(upstream()).toEqual(['SIP/2.0 503 Service Unavailable']);
+      // A silent branch that speaks after its timeout is CANCELed, and its 180 does not go up.
+      layer.answer(0, 180);
+      expect(layer.cancels()).toContain(layer.txs[0].branch);
+      expect(upstream()).toHaveLength(1);
+    });
+
+    it('gives responses of a branch the headers the caller sent back (restore)', async () => {
+      serial([DEST(5002)]);
+      layer.answer(0, 503);
+      await vi.advanceTimersByTimeAsync(0);
+      const tx = layer.txs.filter((t) => t.method === 'INVITE')[1];
+      const r = response(200, 'OK', tx.branch, 'INVITE', 'b1') as SipResponse;
+      r.headers = r.headers.map((h) => (h.name.toLowerCase() === 'cseq' ? { name: h.name, value: '2 INVITE' } : h));
+      tx.user.onResponse(r, tx);
+      expect(host.sent.at(-1)?.text).toMatch(/\r\nCSeq: 1 INVITE\r\n/i);
+    });
+  });
 });
