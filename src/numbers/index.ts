@@ -75,7 +75,10 @@ export interface Numbers extends NumberLookup {
   numbersUsingTrunk(authId: string, trunkId: string): Promise<string[]>;
   /** Clear every route of the account's numbers to `trunkId`; the numbers changed. */
   unrouteTrunk(authId: string, trunkId: string): Promise<string[]>;
-  /** Load the inventory, start the rental sweep. Throws ConfigError for a bad inventory file. */
+  /**
+   * Start the rental sweep and load the inventory. Throws ConfigError for a bad inventory
+   * file, StoreUnavailableError when the store does not answer (the sweep runs regardless).
+   */
   start(): Promise<void>;
   /** Read the inventory again (SIGHUP). A bad file throws and leaves the inventory as it was. */
   reload(): Promise<{ source: string; size: number; added: number; updated: number; skippedSold: number }>;
@@ -106,13 +109,15 @@ export function e164Of(text: unknown, field: string): string {
   return e;
 }
 
-/** Build the numbers capability. */
+/** Build the numbers capability. Throws ConfigError for a bad inventory file. */
 export function createNumbers(d: NumbersDeps): Numbers {
   const log = d.log ?? createLogger('silent');
   const now = d.now ?? Date.now;
   const iso = (): string => new Date(now()).toISOString();
   const store = d.store ?? (d.redis ? redisNumbersStore(d.redis) : memoryNumbersStore(now));
   const inventory = new Inventory(store, d.config.numberInventoryFile, d.config.production ? null : d.config.defaultCurrency, now);
+  // A bad inventory file is a configuration error at build time (exit 2, naming the line).
+  const firstRead = inventory.read();
   const account = async (authId: string): Promise<CustomerRef | null> => d.directory.getAccount(authId);
   const rental = new RentalSweep({ store, ledger: d.ledger, account, log, now });
   const claimMs = d.claimMs ?? PURCHASE_CLAIM_MS;
@@ -279,9 +284,9 @@ export function createNumbers(d: NumbersDeps): Numbers {
     },
 
     async start() {
-      const r = await inventory.load();
-      log.info({ source: r.source, size: r.size, added: r.added, updated: r.updated, skippedSold: r.skippedSold }, 'number inventory loaded');
       rental.start(d.config.numberRentalSweepInterval * 1000);
+      const r = await inventory.upsert(firstRead);
+      log.info({ source: r.source, size: r.size, added: r.added, updated: r.updated, skippedSold: r.skippedSold }, 'number inventory loaded');
     },
 
     async reload() {

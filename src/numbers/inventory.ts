@@ -123,9 +123,13 @@ export class Inventory {
    * Read the source and upsert it (start, SIGHUP). A bad file throws before anything is
    * written, so the inventory in the store stays as it was.
    */
-  async load(): Promise<UpsertResult & { source: string; size: number }> {
-    const { rows, source } = this.read();
-    const r = await this.store.upsertInventory(rows, new Date(this.now()).toISOString());
-    return { ...r, source, size: rows.length };
+  load(): Promise<UpsertResult & { source: string; size: number }> {
+    return this.upsert(this.read());
+  }
+
+  /** Upsert numbers already read ({@link read}). */
+  async upsert(got: { rows: NumberInfo[]; source: string }): Promise<UpsertResult & { source: string; size: number }> {
+    const r = await this.store.upsertInventory(got.rows, new Date(this.now()).toISOString());
+    return { ...r, source: got.source, size: got.rows.length };
   }
 }
