@@ -123,7 +123,7 @@ export class Inventory {
    * Read the source and upsert it (start, SIGHUP). A bad file throws before anything is
    * written, so the inventory in the store stays as it was.
    */
-  load(): Promise<UpsertResult & { source: string; size: number }> {
+  async load(): Promise<UpsertResult & { source: string; size: number }> {
     return this.upsert(this.read());
   }
 
