@@ -152,7 +152,11 @@ export function registerNumberRoutes(app: FastifyInstance, ctx: ApiContext): voi
     {
       schema: {
         params,
-        querystring: { type: 'object', additionalProperties: false, properties: { country: { type: 'string', maxLength: 8 }, search, ...paging } },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { country: { type: 'string', maxLength: 8 }, search, exclude: { type: 'array', maxItems: 20, items: { type: 'string', maxLength: 200 } }, ...paging },
+        },
       },
       attachValidation: true,
       config: customer,
@@ -163,9 +167,12 @@ export function registerNumberRoutes(app: FastifyInstance, ctx: ApiContext): voi
       const country = optString(q, 'country');
       if (country !== undefined && !/^[A-Za-z]{2}$/.test(country)) details.country = 'must be an ISO 3166-1 alpha-2 country code such as IN';
       const s = searchOf(req, details);
+      // The vendor's `exclude`: E.164 prefixes, comma-separated and/or repeated.
+      const exclude = [...new Set((Array.isArray(q.exclude) ? (q.exclude as string[]) : []).flatMap((x) => x.split(',')).map((x) => x.trim()).filter((x) => x !== ''))];
+      if (exclude.some((x) => !/^\+?\d{1,15}$/.test(x))) details.exclude = 'must be E.164 prefixes (digits, a leading + allowed), comma-separated';
       if (Object.keys(details).length > 0) throw badRequest(details);
       const p = pageQuery(req);
-      const r = await numbers.listInventory({ ...(country ? { country } : {}), ...(s ? { search: s } : {}) }, p);
+      const r = await numbers.listInventory({ ...(country ? { country } : {}), ...(s ? { search: s } : {}), ...(exclude.length > 0 ? { exclude } : {}) }, p);
       return { api_id: req.id, items: r.items.map(inventoryView), page: p.page, per_page: p.perPage, total: r.total };
     },
   );
@@ -223,7 +230,8 @@ export function registerNumberRoutes(app: FastifyInstance, ctx: ApiContext): voi
     return { api_id: req.id, ...ownedView(r) };
   });
 
-  app.delete(one, { schema: { params: numberParams }, config: account }, async (req) => {
+  // `immediate` (the SDK's): accepted; a release here is always immediate (no cooldown).
+  app.delete(one, { schema: { params: numberParams, querystring: { type: 'object', properties: { immediate: { type: 'boolean' } } } }, config: account }, async (req) => {
     const r = await mapped(() => numbers.release(customerOf(req).account.authId, e164Param(req)));
     req.log.info({ e164: r.e164 }, 'number released to the inventory');
     return { api_id: req.id, message: 'Number released to the inventory.', e164: r.e164, status: 'available' };

@@ -69,6 +69,9 @@ describe.each(kinds)('numbers store contract on $name', (kind) => {
     const hit = await store.listInventory({ search: '+9180400010' }, { limit: 10, offset: 0 }, T0);
     expect(hit.items.map((r) => r.e164)).toEqual(['+918040001001', '+918040001002', '+918040001003']);
     expect((await store.listInventory({ search: '5550101' }, { limit: 10, offset: 0 }, T0)).total).toBe(1);
+    const rest = await store.listInventory({ exclude: ['+1415', '918040001002'] }, { limit: 10, offset: 0 }, T0);
+    expect(rest.items.map((r) => r.e164)).toEqual(['+918040001001', '+918040001003']);
+    expect(rest.total).toBe(2);
   });
 
   it('a claim is exclusive: of 20 racing claims exactly one wins; the claimed number leaves the inventory', async () => {

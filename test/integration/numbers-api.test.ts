@@ -60,6 +60,12 @@ describe.each(STORE_KINDS)('phone numbers API on %s', (kind) => {
     expect(india).toMatchObject({ total: 9, page: 2, per_page: 4 });
     expect((india.items as Array<{ e164: string }>).map((x) => x.e164)).toEqual(['+918040001005', '+918040001006', '+918040001007', '+918040001008']);
     expect((await inventory(a, `?search=${enc('+1415555010')}`)).total).toBe(2);
+    // The vendor's exclude: prefixes, comma-separated and repeated.
+    expect((await inventory(a, '?exclude=9180')).total).toBe(2);
+    expect((await inventory(a, `?exclude=${enc('+14155550101')},918040001001&exclude=918040001002`)).total).toBe(8);
+    const badExclude = await h.request('GET', `/api/v1/Account/${a.id}/inventory/numbers?exclude=abc`, { auth: a });
+    expect(badExclude.status).toBe(400);
+    expect(badExclude.json.details).toHaveProperty('exclude');
     const big = await h.request('GET', `/api/v1/Account/${a.id}/inventory/numbers?per_page=101`, { auth: a });
     expect(big.status).toBe(400);
     expect(big.json.details).toHaveProperty('per_page');

@@ -125,6 +125,8 @@ export interface InventoryQuery {
   country?: string;
   /** Substring of the E.164 (with or without its `+`). */
   search?: string;
+  /** E.164 prefixes (with or without `+`) to leave out (the vendor's `exclude`). */
+  exclude?: string[];
 }
 
 export interface OwnedQuery {
@@ -132,6 +134,9 @@ export interface OwnedQuery {
   subAccount?: string;
   search?: string;
 }
+
+/** Numbers upserted concurrently. */
+const UPSERT_BATCH = 200;
 
 /** Attempts of one compare-and-set loop before giving up as contended. */
 const CAS_ATTEMPTS = 50;
@@ -221,6 +226,12 @@ export class NumbersStore {
   async upsertInventory(rows: readonly NumberInfo[], at: string): Promise<UpsertResult> {
     const res: UpsertResult = { added: 0, updated: 0, unchanged: 0, skippedSold: 0 };
     const now = Date.parse(at);
+    // In batches, so a file of many numbers does not open one write per number at once.
+    for (let i = 0; i < rows.length; i += UPSERT_BATCH) await this.#upsertBatch(rows.slice(i, i + UPSERT_BATCH), at, now, res);
+    return res;
+  }
+
+  async #upsertBatch(rows: readonly NumberInfo[], at: string, now: number, res: UpsertResult): Promise<void> {
     await Promise.all(
       rows.map((info) =>
         this.update(info.e164, (cur) => {
@@ -234,26 +245,29 @@ export class NumbersStore {
         }).then((r) => void res[r]++),
       ),
     );
-    return res;
   }
 
-  /** Numbers for sale, ordered by E.164. */
+  /**
+   * Numbers for sale, ordered by E.164. The `inv` index is written with its records, so
+   * it is trusted for the filters and the total; only the page's records (and those of
+   * claims past their deadline, which are for sale again) are read.
+   */
   async listInventory(q: InventoryQuery, page: PageRequest, now: number): Promise<Page<NumberRecord>> {
     const inv = await this.kv.hgetall(IDX.inventory);
-    // Claims past their deadline are for sale again (a purchase that crashed).
-    const expired = await this.kv.zrangeByScore(IDX.claims, now);
-    const candidates = new Map<string, string | null>(Object.entries(inv));
-    for (const e of expired) if (!candidates.has(e)) candidates.set(e, null);
     const search = q.search?.replace(/^\+/, '');
     const country = q.country?.toUpperCase();
-    const matching = [...candidates.entries()]
-      .filter(([e164, c]) => (search === undefined || e164.includes(search)) && (country === undefined || c === null || c === country))
-      .map(([e164]) => e164)
-      .sort(sortE164);
-    // Read the records to confirm (an expired claim's country is only in its record).
-    const records = await this.#records(matching);
-    const live = records.filter((r) => forSale(r, now) && (country === undefined || r.country === country));
-    return { total: live.length, items: live.slice(page.offset, page.offset + page.limit) };
+    const excluded = (q.exclude ?? []).map((x) => `+${x.replace(/^\+/, '')}`);
+    const wanted = (e164: string, c: string): boolean =>
+      (search === undefined || e164.includes(search)) && (country === undefined || c === country) && !excluded.some((x) => e164.startsWith(x));
+    const matching = Object.entries(inv)
+      .filter(([e164, c]) => wanted(e164, c))
+      .map(([e164]) => e164);
+    // Claims past their deadline (a purchase that crashed): for sale again.
+    const expired = (await this.#records(await this.kv.zrangeByScore(IDX.claims, now))).filter((r) => forSale(r, now) && wanted(r.e164, r.country));
+    for (const r of expired) if (!(r.e164 in inv)) matching.push(r.e164);
+    matching.sort(sortE164);
+    const items = (await this.#records(matching.slice(page.offset, page.offset + page.limit))).filter((r) => forSale(r, now));
+    return { total: matching.length, items };
   }
 
   async #records(e164s: readonly string[]): Promise<NumberRecord[]> {
