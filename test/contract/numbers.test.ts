@@ -9,6 +9,12 @@ import { NumbersStore, type Claim, type NumberInfo, type Ownership } from '../..
 import { memoryNumbersStore } from '../../src/store/numbers/memory.js';
 import { redisNumbersStore } from '../../src/store/numbers/redis.js';
 import { redisBackends } from '../support/redis-backends.js';
+import { DEFAULTS, type Config } from '../../src/config.js';
+import { Ledger } from '../../src/billing/ledger.js';
+import { MemoryBillingStore } from '../../src/store/billing/memory.js';
+import { MemoryDirectory } from '../../src/store/directory/memory.js';
+import { hashToken, type AccountRecord } from '../../src/store/directory/directory.js';
+import { createNumbers } from '../../src/numbers/index.js';
 
 const rb = redisBackends();
 
@@ -140,5 +146,29 @@ describe.each(kinds)('numbers store contract on $name', (kind) => {
     expect(await store.lease('rental:x:2', 200)).toBe(true);
     await new Promise((r) => setTimeout(r, 250));
     expect(await store.lease('rental:x:1', 200)).toBe(true);
+  });
+
+  it('the purchase on this store: 20 racing buyers → one owner and one debit; an unfunded buyer leaves the number for sale', async () => {
+    const config = { ...DEFAULTS, partners: [], production: true, nodeId: 'n', dataEncryptionKeys: [], dataKeySource: 'random' } as unknown as Readonly<Config>;
+    const ledger = new Ledger({ store: new MemoryBillingStore(), partners: [], defaultCurrency: 'USD' });
+    const directory = new MemoryDirectory();
+    const numbers = createNumbers({ config, redis: null, ledger, directory, store });
+    await store.upsertInventory([info('+918040001001'), info('+918040001002')], AT);
+    const accts: AccountRecord[] = ['MA1', 'MA2', 'MA3', 'MAPOOR'].map((authId) => ({
+      authId, tokenHash: hashToken('t'), passwordHash: null, name: 'n', email: 'e@x.test', country: 'IN', accountType: 'PREPAID', enabled: true, cpsLimit: 1, concurrentCallsLimit: 1, sipDomain: `${authId}.sip.test`, partnerId: null, createdAt: AT, updatedAt: AT,
+    }));
+    for (const a of accts) {
+      await directory.createAccount(a);
+      await ledger.change({ customer: a }, { type: 'credit', amount: a.authId === 'MAPOOR' ? 3 * U - 1 : 100 * U, currency: 'USD', referenceType: 'recharge', referenceId: 'r', description: 'd' });
+    }
+    const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => numbers.purchase(accts[i % 3] as AccountRecord, '+918040001001', null)));
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    expect(outcomes.filter((o) => o.status === 'rejected' && (o.reason as { kind?: string }).kind === 'conflict')).toHaveLength(19);
+    let debits = 0;
+    for (const a of accts.slice(0, 3)) debits += (await ledger.transactions(ledger.address({ customer: a }), { referenceType: 'did_setup' }, { limit: 100, offset: 0 })).total;
+    expect(debits).toBe(1);
+    await expect(numbers.purchase(accts[3] as AccountRecord, '+918040001002', null)).rejects.toMatchObject({ kind: 'payment_required' });
+    expect((await store.get('+918040001002'))?.state).toBe('available');
+    expect((await store.listInventory({}, { limit: 10, offset: 0 }, Date.now())).items.map((r) => r.e164)).toEqual(['+918040001002']);
   });
 });
