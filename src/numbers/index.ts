@@ -127,7 +127,7 @@ export function createNumbers(d: NumbersDeps): Numbers {
     if (!r) throw new NumbersError('not_found', `This account owns no number ${e164}.`);
     return r;
   };
-  const change = async (authId: string, e164: string, f: (o: Ownership) => Ownership): Promise<NumberRecord> => {
+  const change = async (authId: string, e164: string, f: (o: Ownership) => Ownership | undefined): Promise<NumberRecord> => {
     const r = await store.changeOwned(authId, e164, iso(), f);
     if (!r) throw new NumbersError('not_found', `This account owns no number ${e164}.`);
     return r;
@@ -250,7 +250,7 @@ export function createNumbers(d: NumbersDeps): Numbers {
       return change(authId, e164, (o) => {
         if (id === null) {
           const cur = kind === 'trunk' ? o.trunkGroupId : kind === 'application' ? o.applicationId : o.endpointId;
-          if (cur === null) return o;
+          if (cur === null) return undefined; // routed elsewhere, or not at all: nothing changes
           return { ...o, trunkGroupId: null, applicationId: null, endpointId: null, routedAt: null };
         }
         return {

@@ -193,6 +193,10 @@ describe.each(STORE_KINDS)('phone numbers API on %s', (kind) => {
     expect(toApp.json).toMatchObject({ endpoint_id: null, application_id: appId, trunk_group_id: null });
     const toTrunk = await h.request('POST', `${n}/assign`, { auth: a, body: { trunk_group_id: 'TRK1' } });
     expect(toTrunk.json).toMatchObject({ endpoint_id: null, application_id: null, trunk_group_id: 'TRK1' });
+    // Clearing a route the number does not have changes nothing.
+    const notThere = await h.request('DELETE', `${n}/endpoint`, { auth: a });
+    expect(notThere.status).toBe(200);
+    expect(notThere.json.trunk_group_id).toBe('TRK1');
     const off = await h.request('DELETE', `${n}/assign`, { auth: a });
     expect(off.status).toBe(200);
     expect(off.json.trunk_group_id).toBe(null);

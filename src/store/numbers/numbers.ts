@@ -374,9 +374,12 @@ export class NumbersStore {
       .sort((a, b) => (order.get(a.e164) ?? 0) - (order.get(b.e164) ?? 0));
   }
 
-  /** Owned numbers whose next rental is due at `now` (ms), earliest first. */
-  due(now: number, limit = 1000): Promise<string[]> {
-    return this.kv.zrangeByScore(IDX.due, now, limit);
+  /**
+   * Owned numbers whose next rental is due at `now` (ms), earliest first — all of them:
+   * unpaid (inactive) numbers stay due, and a limit would let them crowd out the rest.
+   */
+  due(now: number): Promise<string[]> {
+    return this.kv.zrangeByScore(IDX.due, now);
   }
 
   /** A lease across the fleet (SET NX PX on Redis): true when this caller took it. */
