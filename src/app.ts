@@ -52,6 +52,7 @@ import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
 import { createBilling, type Billing } from './billing/index.js';
+import { createNumbers, type Numbers } from './numbers/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -68,6 +69,8 @@ export interface App {
   readonly registrar: Registrar;
   /** Ledger and rate deck (docs/billing.md); main reloads the deck on SIGHUP. */
   readonly billing: Billing;
+  /** Phone numbers (docs/numbers.md); main reloads the inventory on SIGHUP. */
+  readonly numbers: Numbers;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
@@ -238,6 +241,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const secretBox = createSecretBox(config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
   const calls: CallStore = sealSigningSecrets(countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics), secretBox);
   const billing = createBilling({ config, redis, registry: metrics.registry, log: log.child({ component: 'billing' }) });
+  const numbers = createNumbers({ config, redis, ledger: billing.ledger, directory, log: log.child({ component: 'numbers' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
@@ -371,6 +375,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     directory,
     registrar,
     billing,
+    numbers,
     metrics,
     router,
     async start() {
@@ -388,6 +393,12 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           r.once('ready', done);
         });
         if (r.status !== 'ready') log.warn('redis is not reachable yet; REGISTER answers 503 until it is');
+      }
+      // The inventory file is loaded (a bad one is a configuration error) and the rental sweep started.
+      try {
+        await numbers.start();
+      } catch (err) {
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'number inventory not loaded (store unavailable); SIGHUP loads it again');
       }
       const listening: Listening = { udp: null, tcp: null, tls: null, ws: null, wss: null, http: null };
       for (const [name, t] of transports) {
@@ -408,6 +419,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           eventHub,
           calls,
           billing,
+          numbers,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -435,6 +447,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       if (sweeper) clearInterval(sweeper);
       await dispatcher.stop();
       billing.charging.stop();
+      numbers.stop();
       eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the
       // requests in flight answer, then close flows (WebSockets with 1001) and stores.

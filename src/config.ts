@@ -240,6 +240,17 @@ export interface Config {
   defaultCurrency: string;
   /** The rate deck CSV (docs/billing.md "Rates"); development loads a sample when unset. @default null */
   rateDeckFile: string | null;
+  /**
+   * The numbers for sale, CSV (docs/numbers.md "Inventory"); upserted at start and on
+   * SIGHUP. Development loads a few sample numbers when unset. @default null
+   */
+  numberInventoryFile: string | null;
+  /**
+   * Seconds between two runs of the number rental sweep (docs/numbers.md "Rental"); every
+   * node runs it, a lease per number and period lets one of them charge. 0 = never.
+   * @default 300
+   */
+  numberRentalSweepInterval: number;
   partners: PartnerConfig[];
   /** 'production' refuses built-in development credentials. */
   production: boolean;
@@ -317,6 +328,8 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   adminAuthToken: null,
   defaultCurrency: 'USD',
   rateDeckFile: null,
+  numberInventoryFile: null,
+  numberRentalSweepInterval: 300,
 });
 
 type Env = Record<string, string | undefined>;
@@ -392,6 +405,8 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['ADMIN_AUTH_TOKEN', 'adminAuthToken', adminToken],
   ['DEFAULT_CURRENCY', 'defaultCurrency', currency],
   ['RATE_DECK_FILE', 'rateDeckFile', optStr],
+  ['NUMBER_INVENTORY_FILE', 'numberInventoryFile', optStr],
+  ['NUMBER_RENTAL_SWEEP_INTERVAL', 'numberRentalSweepInterval', secondsOrOff(1, 86400)],
 ];
 
 function adminToken(v: string, name: string): string {
@@ -423,6 +438,11 @@ function int(min: number, max: number) {
     }
     return Number(t);
   };
+}
+/** Seconds in [min, max], or 0 (off). */
+function secondsOrOff(min: number, max: number) {
+  const one = seconds(min, max);
+  return (v: string, name: string): number => (v.trim() === '0' ? 0 : one(v, name));
 }
 /** Seconds, decimals allowed (`0.5`). */
 function seconds(min: number, max: number) {

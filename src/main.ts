@@ -143,6 +143,11 @@ async function main(): Promise<void> {
     } catch (err) {
       log.error({ err: err instanceof Error ? err.message : String(err) }, 'rate deck reload failed; keeping the deck in use');
     }
+    // The number inventory (docs/numbers.md "Inventory"): sold numbers are never touched.
+    app.numbers.reload().then(
+      (r) => log.info(r, 'number inventory reloaded'),
+      (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'number inventory reload failed; keeping the inventory in use'),
+    );
   });
   // The network must never take the process down; log loudly and count instead
   // (process_unhandled_rejections_total; the fuzz harness requires it to stay 0).

@@ -40,6 +40,8 @@ import { createBilling, type Billing } from '../billing/index.js';
 import { registerBalanceRoutes } from './balance.js';
 import { registerAdminRoutes } from './admin.js';
 import { registerPartnerMoneyRoutes } from './partner-money.js';
+import { createNumbers, type Numbers } from '../numbers/index.js';
+import { registerNumberRoutes } from './numbers.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -56,6 +58,11 @@ export interface ApiServerDeps {
   calls?: CallStore;
   /** Ledger and rates (docs/billing.md); an embedded one (on `redis` when given) when absent. */
   billing?: Billing;
+  /**
+   * Phone numbers (docs/numbers.md); when absent, one of its own on `redis` (or memory)
+   * with the inventory loaded and no rental sweep (the composition root runs that).
+   */
+  numbers?: Numbers;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -190,6 +197,12 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   const partsAjv = new Ajv({ ...common, coerceTypes: 'array', useDefaults: true });
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : partsAjv).compile(schema));
 
+  const billing = deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null });
+  let numbers = deps.numbers;
+  if (!numbers) {
+    numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, log });
+    await numbers.reload();
+  }
   const ctx: ApiContext = {
     config: deps.config,
     log,
@@ -197,7 +210,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     credentials: deps.credentials,
     directory: deps.directory,
     calls: deps.calls ?? new MemoryCallStore(),
-    billing: deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null }),
+    billing,
+    numbers,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -317,5 +331,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerBalanceRoutes(app, ctx);
   registerAdminRoutes(app, ctx);
   registerPartnerMoneyRoutes(app, ctx);
+  registerNumberRoutes(app, ctx);
   return app;
 }
