@@ -52,6 +52,7 @@ import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
 import { createBilling, type Billing } from './billing/index.js';
+import { createTrunks, type Trunks } from './trunks/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -68,6 +69,8 @@ export interface App {
   readonly registrar: Registrar;
   /** Ledger and rate deck (docs/billing.md); main reloads the deck on SIGHUP. */
   readonly billing: Billing;
+  /** SIP trunks and the lookups routing makes of them (docs/trunks.md). */
+  readonly trunks: Trunks;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
@@ -238,6 +241,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const secretBox = createSecretBox(config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
   const calls: CallStore = sealSigningSecrets(countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics), secretBox);
   const billing = createBilling({ config, redis, registry: metrics.registry, log: log.child({ component: 'billing' }) });
+  const trunks = createTrunks({ config, redis, events, secretBox, log: log.child({ component: 'trunks' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
@@ -371,6 +375,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     directory,
     registrar,
     billing,
+    trunks,
     metrics,
     router,
     async start() {
@@ -408,6 +413,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           eventHub,
           calls,
           billing,
+          trunks,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -454,6 +460,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await location.close();
       await credentials.close();
       await directory.close();
+      await trunks.close();
       await events?.stop();
       if (redis) {
         try {

@@ -15,6 +15,7 @@ import type { Authenticator } from './auth.js';
 import { detailsFromAjv, unauthorized, type Details, type ForbiddenFieldMessages } from './errors.js';
 import type { Idempotency } from './idempotency.js';
 import type { Billing } from '../billing/index.js';
+import type { Trunks } from '../trunks/index.js';
 
 /** Dependencies and shared services of the route modules. */
 export interface ApiContext {
@@ -27,6 +28,8 @@ export interface ApiContext {
   calls: CallStore;
   /** Ledger and rates (docs/billing.md). */
   billing: Billing;
+  /** SIP trunks, their credentials, IP ACLs and origination URIs (docs/trunks.md). */
+  trunks: Trunks;
   auth: Authenticator;
   idempotency: Idempotency;
   /** The writes behind endpoint create/update/delete and the sub-account cascade. */

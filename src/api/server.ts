@@ -40,6 +40,9 @@ import { createBilling, type Billing } from '../billing/index.js';
 import { registerBalanceRoutes } from './balance.js';
 import { registerAdminRoutes } from './admin.js';
 import { registerPartnerMoneyRoutes } from './partner-money.js';
+import { registerTrunkRoutes } from './trunks.js';
+import { createTrunks, type Trunks } from '../trunks/index.js';
+import { createSecretBox } from '../security/secret-box.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -56,6 +59,8 @@ export interface ApiServerDeps {
   calls?: CallStore;
   /** Ledger and rates (docs/billing.md); an embedded one (on `redis` when given) when absent. */
   billing?: Billing;
+  /** SIP trunks (docs/trunks.md); an embedded one (on `redis` when given) when absent. */
+  trunks?: Trunks;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -198,6 +203,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     directory: deps.directory,
     calls: deps.calls ?? new MemoryCallStore(),
     billing: deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null }),
+    trunks:
+      deps.trunks ??
+      createTrunks({
+        config: deps.config,
+        redis: deps.redis ?? null,
+        secretBox: createSecretBox(deps.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') }))),
+      }),
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -317,5 +329,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerBalanceRoutes(app, ctx);
   registerAdminRoutes(app, ctx);
   registerPartnerMoneyRoutes(app, ctx);
+  registerTrunkRoutes(app, ctx);
   return app;
 }
