@@ -117,7 +117,10 @@ const listQuery = {
   },
 } as const;
 
-const params = { type: 'object', properties: { auth_id: { type: 'string' }, id: { type: 'string' } } } as const;
+const params = {
+  type: 'object',
+  properties: { auth_id: { type: 'string' }, trunk_id: { type: 'string' }, credential_id: { type: 'string' }, ip_acl_id: { type: 'string' }, uri_id: { type: 'string' } },
+} as const;
 
 /** A Trunk as answered: the seed's fields and the vendor's, side by side. */
 export function trunkBody(t: TrunkRecord, sipDomain: string): Record<string, unknown> {
@@ -288,15 +291,15 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
 
   app.get(`${acct}/trunks`, { schema: { params, querystring: listQuery }, config }, async (req) => page(req, await trunks.listTrunks(authOf(req)), (t) => trunkBody(t, sipDomain)));
 
-  const one = `${acct}/trunks/:id`;
+  const one = `${acct}/trunks/:trunk_id`;
   app.get(one, { schema: { params }, config }, async (req) => {
-    const t = await run(() => trunks.getTrunk(authOf(req), (req.params as { id: string }).id));
+    const t = await run(() => trunks.getTrunk(authOf(req), (req.params as { trunk_id: string }).trunk_id));
     return { api_id: req.id, ...trunkBody(t, sipDomain) };
   });
 
   app.put(one, { schema: { params, body: trunkUpdate }, attachValidation: true, config }, async (req) => {
     const authId = authOf(req);
-    const trunkId = (req.params as { id: string }).id;
+    const trunkId = (req.params as { trunk_id: string }).trunk_id;
     await run(() => trunks.getTrunk(authId, trunkId));
     const details = validationDetails(req, TRUNK_FIXED);
     const input = trunkInput(bodyObject(req), details);
@@ -306,7 +309,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
   });
 
   app.delete(one, { schema: { params }, config }, async (req, reply) => {
-    await run(() => trunks.deleteTrunk(authOf(req), (req.params as { id: string }).id));
+    await run(() => trunks.deleteTrunk(authOf(req), (req.params as { trunk_id: string }).trunk_id));
     await reply.code(204).send();
   });
 
@@ -314,6 +317,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
   const children: Array<{
     kind: ChildKind;
     path: string;
+    param: string;
     view: (x: never) => Record<string, unknown>;
     create: (authId: string, b: Record<string, unknown>) => Promise<unknown>;
     update: (authId: string, id: string, b: Record<string, unknown>) => Promise<unknown>;
@@ -322,6 +326,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
     {
       kind: 'credential',
       path: 'credentials',
+      param: 'credential_id',
       view: (c: TrunkCredentialRecord) => credentialBody(c, trunks.realm),
       create: (a, b) => trunks.createCredential(a, credInput(b)),
       update: (a, i, b) => trunks.updateCredential(a, i, credInput(b)),
@@ -329,6 +334,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
     {
       kind: 'ipacl',
       path: 'ip-acl',
+      param: 'ip_acl_id',
       view: aclBody,
       create: (a, b) => trunks.createAcl(a, aclInput(b)),
       update: (a, i, b) => trunks.updateAcl(a, i, aclInput(b)),
@@ -339,6 +345,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
     {
       kind: 'uri',
       path: 'origination-uris',
+      param: 'uri_id',
       view: uriBody,
       create: (a, b) => trunks.createUri(a, uriInput(b)),
       update: (a, i, b) => trunks.updateUri(a, i, uriInput(b)),
@@ -364,24 +371,25 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
       const all = await trunks.listChildren(c.kind, authOf(req));
       return page(req, typeof wanted === 'string' ? all.filter((x) => x.trunkId === wanted) : all, (x) => c.view(x as never));
     });
-    const child = `${acct}/${c.path}/:id`;
+    const child = `${acct}/${c.path}/:${c.param}`;
+    const childId = (req: FastifyRequest): string => String((req.params as Record<string, unknown>)[c.param] ?? '');
     app.get(child, { schema: { params }, config }, async (req) => {
-      const rec = await run(() => trunks.getChild(c.kind, authOf(req), (req.params as { id: string }).id));
+      const rec = await run(() => trunks.getChild(c.kind, authOf(req), (req.params as { trunk_id: string }).trunk_id));
       return { api_id: req.id, ...c.view(rec as never) };
     });
     app.put(child, { schema: { params, body: bodies[c.kind].update }, attachValidation: true, config }, async (req) => {
       const authId = authOf(req);
-      const childId = (req.params as { id: string }).id;
-      await run(() => trunks.getChild(c.kind, authId, childId));
+      const cid = childId(req);
+      await run(() => trunks.getChild(c.kind, authId, cid));
       const body = bodyObject(req);
       const details = validationDetails(req, CHILD_FIXED);
       c.check?.(body, details, false);
       if (Object.keys(details).length > 0) throw badRequest(details);
-      const rec = await run(() => c.update(authId, childId, body));
+      const rec = await run(() => c.update(authId, cid, body));
       return { api_id: req.id, message: 'changed', ...c.view(rec as never) };
     });
     app.delete(child, { schema: { params }, config }, async (req, reply) => {
-      await run(() => trunks.deleteChild(c.kind, authOf(req), (req.params as { id: string }).id));
+      await run(() => trunks.deleteChild(c.kind, authOf(req), (req.params as { trunk_id: string }).trunk_id));
       await reply.code(204).send();
     });
   }
