@@ -374,7 +374,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
     const child = `${acct}/${c.path}/:${c.param}`;
     const childId = (req: FastifyRequest): string => String((req.params as Record<string, unknown>)[c.param] ?? '');
     app.get(child, { schema: { params }, config }, async (req) => {
-      const rec = await run(() => trunks.getChild(c.kind, authOf(req), (req.params as { trunk_id: string }).trunk_id));
+      const rec = await run(() => trunks.getChild(c.kind, authOf(req), childId(req)));
       return { api_id: req.id, ...c.view(rec as never) };
     });
     app.put(child, { schema: { params, body: bodies[c.kind].update }, attachValidation: true, config }, async (req) => {
@@ -389,7 +389,7 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
       return { api_id: req.id, message: 'changed', ...c.view(rec as never) };
     });
     app.delete(child, { schema: { params }, config }, async (req, reply) => {
-      await run(() => trunks.deleteChild(c.kind, authOf(req), (req.params as { trunk_id: string }).trunk_id));
+      await run(() => trunks.deleteChild(c.kind, authOf(req), childId(req)));
       await reply.code(204).send();
     });
   }

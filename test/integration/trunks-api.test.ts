@@ -85,7 +85,9 @@ describe.each(STORE_KINDS)('trunks API on %s', (kind) => {
     const id = String(c.json.id);
     const texts = [c.text];
     texts.push((await req('GET', `${base()}/trunks/credentials`)).text);
-    texts.push((await req('GET', `${base()}/credentials/${id}`)).text);
+    const one = await req('GET', `${base()}/credentials/${id}`);
+    expect(one.json).toMatchObject({ id, username, trunk_id: t.trunk_id });
+    texts.push(one.text);
     texts.push((await req('GET', `${base()}/trunks/${String(t.trunk_id)}`)).text);
     const newPassword = `Pw2-${randomUUID()}`;
     const up = await req('PUT', `${base()}/credentials/${id}`, { password: newPassword });
@@ -129,6 +131,10 @@ describe.each(STORE_KINDS)('trunks API on %s', (kind) => {
     const u2 = await req('PUT', `${base()}/origination-uris/${String(u.json.id)}`, { name: 'primary', priority: 2, uri: 'sips:gw2.example.net' });
     expect(u2.json).toMatchObject({ priority: 2, uri: 'sips:gw2.example.net', transport: 'tls' });
     expect(((await req('GET', `${base()}/trunks/origination-uris`)).json.objects as unknown[]).length).toBe(1);
+    expect((await req('GET', `${base()}/origination-uris/${String(u.json.id)}`)).json.priority).toBe(2);
+    expect((await req('GET', `${base()}/ip-acl/${String(v4.json.id)}`)).json.ip_address).toBe('192.0.2.16/28');
+    expect((await req('DELETE', `${base()}/ip-acl/${String(v4.json.id)}`)).status).toBe(204);
+    expect((await req('GET', `${base()}/ip-acl/${String(v4.json.id)}`)).status).toBe(404);
 
     const bad: Array<[string, string, unknown, string]> = [
       ['POST', '/ip-acl', { trunk_id: t.trunk_id, ip_address: '192.0.2.0/33' }, 'ip_address'],
@@ -158,6 +164,7 @@ describe.each(STORE_KINDS)('trunks API on %s', (kind) => {
     expect(JSON.stringify(t)).not.toContain('inline-secret-1');
     const acls = (await req('GET', `${base()}/trunks/ip-acl?trunk_id=${String(t.trunk_id)}`)).json.objects as Array<Record<string, unknown>>;
     expect(acls.map((x) => x.ip_address)).toEqual(['198.51.100.0/24', '2001:db8:5::1/128']);
+    expect((await req('GET', `${base()}/credentials/${String(t.credential_uuid)}`)).status).toBe(200);
     const second = acls[1]?.id;
     const linked = await req('PUT', `${base()}/trunks/${String(t.trunk_id)}`, { ipacl_uuid: second });
     expect(linked.json.ipacl_uuid).toBe(second);
