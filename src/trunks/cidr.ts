@@ -88,7 +88,7 @@ export function parseCidr(text: string): Cidr | null {
   if (typeof text !== 'string' || text.length > 64) return null;
   const slash = text.indexOf('/');
   const addrText = slash < 0 ? text : text.slice(0, slash);
-  const a = addrText.trim();
+  const a = addrText;
   const family = isIPv4(a) ? 4 : isIPv6(a) ? 6 : null;
   if (family === null) return null;
   const w = width(family);
