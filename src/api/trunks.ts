@@ -264,6 +264,10 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
   // ---- trunks ----
   app.post(`${acct}/trunks`, { schema: { params, body: trunkCreate }, attachValidation: true, config }, async (req, reply) => {
     const authId = authOf(req);
+    await ctx.idempotency.run(req, reply, { scope: authId, caller: authId, operation: 'trunk.create' }, () => createTrunk(req, authId));
+  });
+
+  const createTrunk = async (req: FastifyRequest, authId: string): Promise<{ status: number; body: Record<string, unknown> }> => {
     const body = bodyObject(req);
     const details = validationDetails(req, TRUNK_FIXED);
     const input = trunkInput(body, details);
@@ -285,9 +289,8 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
       await trunks.deleteTrunk(authId, t.trunkId).catch(() => undefined);
       throw apiError(err);
     }
-    reply.code(201);
-    return { api_id: req.id, message: 'created', ...trunkBody(await trunks.getTrunk(authId, t.trunkId), sipDomain) };
-  });
+    return { status: 201, body: { api_id: req.id, message: 'created', ...trunkBody(await trunks.getTrunk(authId, t.trunkId), sipDomain) } };
+  };
 
   app.get(`${acct}/trunks`, { schema: { params, querystring: listQuery }, config }, async (req) => page(req, await trunks.listTrunks(authOf(req)), (t) => trunkBody(t, sipDomain)));
 
@@ -358,13 +361,15 @@ export function registerTrunkRoutes(app: FastifyInstance, ctx: ApiContext): void
 
   for (const c of children) {
     app.post(`${acct}/${c.path}`, { schema: { params, body: bodies[c.kind].create }, attachValidation: true, config }, async (req, reply) => {
-      const body = bodyObject(req);
-      const details = validationDetails(req);
-      c.check?.(body, details, true);
-      if (Object.keys(details).length > 0) throw badRequest(details);
-      const rec = await run(() => c.create(authOf(req), body));
-      reply.code(201);
-      return { api_id: req.id, message: 'created', ...c.view(rec as never) };
+      const authId = authOf(req);
+      await ctx.idempotency.run(req, reply, { scope: authId, caller: authId, operation: `trunk.${c.kind}.create` }, async () => {
+        const body = bodyObject(req);
+        const details = validationDetails(req);
+        c.check?.(body, details, true);
+        if (Object.keys(details).length > 0) throw badRequest(details);
+        const rec = await run(() => c.create(authId, body));
+        return { status: 201, body: { api_id: req.id, message: 'created', ...c.view(rec as never) } };
+      });
     });
     app.get(`${acct}/trunks/${c.path}`, { schema: { params, querystring: listQuery }, config }, async (req) => {
       const wanted = queryObject(req).trunk_id;

@@ -70,6 +70,14 @@ describe.each(STORE_KINDS)('trunks API on %s', (kind) => {
     const list = await req('GET', `${base()}/trunks?limit=1`);
     expect(list.json.meta).toMatchObject({ limit: 1, offset: 0, total: 2 });
     expect((list.json.objects as Array<Record<string, unknown>>).map((x) => x.name)).toEqual(['renamed']);
+    // Idempotency-Key: the same create again answers the first trunk and creates nothing.
+    const key = randomUUID();
+    const once = await h.request('POST', `${base()}/trunks`, { auth: a, body: { name: 'idem' }, headers: { 'idempotency-key': key } });
+    const twice = await h.request('POST', `${base()}/trunks`, { auth: a, body: { name: 'idem' }, headers: { 'idempotency-key': key } });
+    expect([once.status, twice.status]).toEqual([201, 201]);
+    expect(twice.headers.get('idempotent-replayed')).toBe('true');
+    expect(twice.json.trunk_id).toBe(once.json.trunk_id);
+    expect(((await req('GET', `${base()}/trunks`)).json.objects as unknown[]).length).toBe(3);
     const del = await req('DELETE', `${base()}/trunks/${id}`);
     expect(del.status).toBe(204);
     expect((await req('GET', `${base()}/trunks/${id}`)).status).toBe(404);
