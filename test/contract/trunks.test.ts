@@ -110,6 +110,34 @@ describe.each(kinds)('trunks contract on $name', (kind) => {
     expect(await a.listChildren('ipacl', 'AC2')).toEqual([]);
   });
 
+  it('inboundByAddress answers from the in-process index: one store read for 2000 lookups over 500 entries', async () => {
+    const n = node();
+    await until(async () => n.events?.complete ?? true, 5000);
+    const t = await n.trunks.createTrunk('AC1', { trunkType: 'INBOUND' });
+    for (let i = 0; i < 250; i++) {
+      await n.trunks.createAcl('AC1', { trunkId: t.trunkId, ipAddress: `10.${i}.0.0/16` });
+      await n.trunks.createAcl('AC1', { trunkId: t.trunkId, ipAddress: `2001:db8:${i.toString(16)}::/48` });
+    }
+    // A node hears its own notices too: let the echoes of the writes above arrive first.
+    await new Promise((r) => setTimeout(r, 200));
+    let reads = 0;
+    const allAcls = n.trunks.store.allAcls.bind(n.trunks.store);
+    n.trunks.store.allAcls = async () => {
+      reads++;
+      return allAcls();
+    };
+    const started = performance.now();
+    let hits = 0;
+    for (let i = 0; i < 1000; i++) {
+      hits += (await n.trunks.inboundByAddress(`10.${i % 300}.1.2`)).length;
+      hits += (await n.trunks.inboundByAddress(`2001:db8:${(i % 300).toString(16)}::9`)).length;
+    }
+    const ms = performance.now() - started;
+    expect(hits).toBe(1700); // i % 300 < 250 for 850 of the 1000 i, once per family
+    expect(reads).toBe(1);
+    expect(ms).toBeLessThan(1500);
+  });
+
   it('bad CIDRs and non-SIP origination URIs are refused naming the field', async () => {
     const t = await a.createTrunk('AC1', { trunkType: 'OUTBOUND' });
     for (const bad of ['192.0.2.0/33', '300.1.1.1', '2001:db8::/129', 'example.com', '10.0.0.0/8x', '']) {
