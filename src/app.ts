@@ -15,7 +15,7 @@ import { RedisEvents } from './store/redis/notices.js';
 import { TransactionLayer } from './core/transaction-layer.js';
 import { SipProxy } from './proxy/proxy.js';
 import { FlowTokens } from './proxy/flow-token.js';
-import { MemoryCallLimiter, type CallLimiter } from './proxy/call-limiter.js';
+import { MemoryCallLimiter, TRUNK_LIMIT_KEY, type CallLimiter } from './proxy/call-limiter.js';
 import { RedisCallLimiter } from './proxy/redis-call-limiter.js';
 import type { LocationStore } from './store/location/location.js';
 import type { CredentialStore } from './store/credentials/credentials.js';
@@ -52,7 +52,9 @@ import type { FastifyInstance } from 'fastify';
 import { RtpengineClient } from './media/rtpengine.js';
 import { MediaRelay } from './proxy/media-relay.js';
 import { createBilling, type Billing } from './billing/index.js';
+import { createTrunks, type Trunks } from './trunks/index.js';
 import { createNumbers, type Numbers } from './numbers/index.js';
+import { createRouting } from './routing/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -71,6 +73,8 @@ export interface App {
   readonly billing: Billing;
   /** Phone numbers (docs/numbers.md); main reloads the inventory on SIGHUP. */
   readonly numbers: Numbers;
+  /** SIP trunks and the lookups routing makes of them (docs/trunks.md). */
+  readonly trunks: Trunks;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
@@ -241,7 +245,17 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const secretBox = createSecretBox(config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
   const calls: CallStore = sealSigningSecrets(countStoreErrors(redis ? new RedisCallStore(redis) : new MemoryCallStore(), 'calls', metrics), secretBox);
   const billing = createBilling({ config, redis, registry: metrics.registry, log: log.child({ component: 'billing' }) });
-  const numbers = createNumbers({ config, redis, ledger: billing.ledger, directory, log: log.child({ component: 'numbers' }) });
+  const trunks = createTrunks({
+    config,
+    redis,
+    events,
+    secretBox,
+    log: log.child({ component: 'trunks' }),
+    // A trunk with calls up, or numbers routed to it, is not deleted (docs/trunks.md "Delete rules").
+    activeCalls: (trunkId) => limiter.active(TRUNK_LIMIT_KEY + trunkId),
+    numbersUsing: (authId, trunkId) => numbers.numbersUsingTrunk(authId, trunkId),
+  });
+  const numbers = createNumbers({ config, redis, ledger: billing.ledger, directory, trunks, log: log.child({ component: 'numbers' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
@@ -290,7 +304,24 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           onCall: (outcome) => metrics.mediaCall(outcome),
         })
       : undefined;
+  // The phone network: carriers in, trunks out, gateway health (docs/trunks.md).
+  const routing = createRouting({
+    numbers,
+    trunks,
+    layer,
+    nonces,
+    algorithms: config.digestAlgorithms,
+    md5OnlyUserAgents: config.digestMd5OnlyUserAgents,
+    guard: hardening.guard,
+    sipDomain: config.sipDomain,
+    pingIntervalS: config.trunkPingInterval,
+    tlsCaFile: config.trunkTlsCaFile,
+    streams: () => ({ tcp: transports.get('tcp') as StreamTransport | undefined, tls: transports.get('tls') as StreamTransport | undefined }),
+    registry: metrics.registry,
+    log: log.child({ component: 'routing' }),
+  });
   const proxy = new SipProxy({
+    pstn: routing.pstn,
     media: mediaRelay,
     layer,
     auth,
@@ -376,6 +407,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     registrar,
     billing,
     numbers,
+    trunks,
     metrics,
     router,
     async start() {
@@ -420,6 +452,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           calls,
           billing,
           numbers,
+          trunks,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -448,6 +481,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await dispatcher.stop();
       billing.charging.stop();
       numbers.stop();
+      routing.stop();
       eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the
       // requests in flight answer, then close flows (WebSockets with 1001) and stores.
@@ -467,6 +501,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await location.close();
       await credentials.close();
       await directory.close();
+      await trunks.close();
       await events?.stop();
       if (redis) {
         try {

@@ -16,6 +16,7 @@ import { detailsFromAjv, unauthorized, type Details, type ForbiddenFieldMessages
 import type { Idempotency } from './idempotency.js';
 import type { Billing } from '../billing/index.js';
 import type { Numbers } from '../numbers/index.js';
+import type { Trunks } from '../trunks/index.js';
 
 /** Dependencies and shared services of the route modules. */
 export interface ApiContext {
@@ -30,6 +31,8 @@ export interface ApiContext {
   billing: Billing;
   /** Inventory, owned numbers, their routes and rental (docs/numbers.md). */
   numbers: Numbers;
+  /** SIP trunks, their credentials, IP ACLs and origination URIs (docs/trunks.md). */
+  trunks: Trunks;
   auth: Authenticator;
   idempotency: Idempotency;
   /** The writes behind endpoint create/update/delete and the sub-account cascade. */

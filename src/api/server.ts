@@ -42,6 +42,9 @@ import { registerAdminRoutes } from './admin.js';
 import { registerPartnerMoneyRoutes } from './partner-money.js';
 import { createNumbers, type Numbers } from '../numbers/index.js';
 import { registerNumberRoutes } from './numbers.js';
+import { registerTrunkRoutes } from './trunks.js';
+import { createTrunks, type Trunks } from '../trunks/index.js';
+import { createSecretBox } from '../security/secret-box.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -63,6 +66,8 @@ export interface ApiServerDeps {
    * with the inventory loaded and no rental sweep (the composition root runs that).
    */
   numbers?: Numbers;
+  /** SIP trunks (docs/trunks.md); an embedded one (on `redis` when given) when absent. */
+  trunks?: Trunks;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -198,9 +203,16 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : partsAjv).compile(schema));
 
   const billing = deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null });
+  const trunks =
+    deps.trunks ??
+    createTrunks({
+      config: deps.config,
+      redis: deps.redis ?? null,
+      secretBox: createSecretBox(deps.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') }))),
+    });
   let numbers = deps.numbers;
   if (!numbers) {
-    numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, log });
+    numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, trunks, log });
     await numbers.reload();
   }
   const ctx: ApiContext = {
@@ -212,6 +224,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     calls: deps.calls ?? new MemoryCallStore(),
     billing,
     numbers,
+    trunks,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -332,5 +345,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerAdminRoutes(app, ctx);
   registerPartnerMoneyRoutes(app, ctx);
   registerNumberRoutes(app, ctx);
+  registerTrunkRoutes(app, ctx);
   return app;
 }

@@ -13,6 +13,9 @@ export interface CallLimits {
   concurrent: number;
 }
 
+/** The limiter key of a trunk's calls (beside account Auth IDs, which never start so). */
+export const TRUNK_LIMIT_KEY = 'trunk:';
+
 /** ok, or which limit refused the call. */
 export type Admission = 'ok' | 'cps' | 'concurrent';
 
@@ -24,6 +27,8 @@ export interface CallLimiter {
   admit(accountId: string, callId: string, limits: CallLimits, now?: number): Promise<Admission>;
   /** The call ended (non-2xx final, BYE, CANCEL): its slot is free. */
   release(accountId: string, callId: string): Promise<void>;
+  /** Calls of the account (or trunk, {@link TRUNK_LIMIT_KEY}) counted now. */
+  active(accountId: string, now?: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -62,6 +67,12 @@ export class MemoryCallLimiter implements CallLimiter {
     if (count > limits.cps) return 'cps';
     calls.set(callId, now + this.maxMs);
     return 'ok';
+  }
+
+  async active(accountId: string, now = Date.now()): Promise<number> {
+    let n = 0;
+    for (const exp of this.calls.get(accountId)?.values() ?? []) if (exp > now) n++;
+    return n;
   }
 
   async release(accountId: string, callId: string): Promise<void> {

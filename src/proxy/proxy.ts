@@ -18,7 +18,7 @@ import type { CredentialStore } from '../store/credentials/credentials.js';
 import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
 import type { Binding, LocationStore } from '../store/location/location.js';
 import type { SipTransportName } from '../transport/types.js';
-import { DEFAULT_MAX_CALL_DURATION_MS, type CallLimiter } from './call-limiter.js';
+import { DEFAULT_MAX_CALL_DURATION_MS, TRUNK_LIMIT_KEY, type CallLimiter } from './call-limiter.js';
 import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tracker.js';
 import type { FlowTokens } from './flow-token.js';
 import { calleeRefusal, callerRefusal, DIALOG_CHECKED, dialogRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from '../routing/policy.js';
@@ -118,8 +118,6 @@ interface GatewayTry {
   cseqOffset: number;
 }
 
-/** The call limiter's key of a trunk (beside account Auth IDs, which never start so). */
-const TRUNK_KEY = 'trunk:';
 /** How long a gateway may stay silent (not even a 100 Trying) before the next one is tried, ms. */
 const GATEWAY_ANSWER_MS = 2_000;
 
@@ -1155,9 +1153,9 @@ export class SipProxy implements RequestProcessor {
     const keys: string[] = [];
     // A trunk's own limits (0 = none): the carrier's calls in, or the calls out through it.
     for (const t of trunks) {
-      if (!t || keys.includes(TRUNK_KEY + t.trunkId)) continue;
+      if (!t || keys.includes(TRUNK_LIMIT_KEY + t.trunkId)) continue;
       const limits = { cps: t.cpsLimit > 0 ? t.cpsLimit : Number.MAX_SAFE_INTEGER, concurrent: t.maxConcurrentCalls > 0 ? t.maxConcurrentCalls : Number.MAX_SAFE_INTEGER };
-      const r = await this.opts.limiter.admit(TRUNK_KEY + t.trunkId, callId, limits);
+      const r = await this.opts.limiter.admit(TRUNK_LIMIT_KEY + t.trunkId, callId, limits);
       if (r !== 'ok') {
         for (const k of keys) void this.opts.limiter.release(k, callId).catch(() => undefined);
         const what = r === 'cps' ? 'cps_limit' : 'max_concurrent_calls';
@@ -1166,7 +1164,7 @@ export class SipProxy implements RequestProcessor {
           ['Warning', `399 ${WARN_AGENT} "${what} of trunk ${t.trunkId} reached"`],
         ]);
       }
-      keys.push(TRUNK_KEY + t.trunkId);
+      keys.push(TRUNK_LIMIT_KEY + t.trunkId);
     }
     const r = await this.opts.limiter.admit(account.authId, callId, { cps: account.cpsLimit, concurrent: account.concurrentCallsLimit });
     if (r !== 'ok') for (const k of keys) void this.opts.limiter.release(k, callId).catch(() => undefined);

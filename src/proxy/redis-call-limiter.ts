@@ -55,5 +55,13 @@ export class RedisCallLimiter implements CallLimiter {
     }
   }
 
+  async active(accountId: string, now = Date.now()): Promise<number> {
+    try {
+      return await this.redis.zcount(`${this.prefix}calls:{${accountId}}`, `(${now}`, '+inf');
+    } catch (e) {
+      throw new StoreUnavailableError(`call limits: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+  }
+
   async close(): Promise<void> {}
 }

@@ -24,6 +24,7 @@ import { RedisCallStore } from '../../src/store/calls/redis.js';
 import { sealSigningSecrets } from '../../src/events/signing-secrets.js';
 import { createSecretBox, type SecretBox } from '../../src/security/secret-box.js';
 import { startRedis, type RedisServerHandle } from './redis-server.mjs';
+import { createTrunks, type TrunksDeps } from '../../src/trunks/index.js';
 
 export type StoreKind = 'memory' | 'redis';
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];
@@ -132,11 +133,12 @@ export async function stopRedisServer(): Promise<void> {
  * @param extra.redisUrl a Redis of the test's own (kind `redis`) instead of the shared one.
  * @param extra.calls the call store the API reads CDRs from, instead of the harness's own.
  * @param extra.secretBox the box sealing signing secrets (else one from the config's DATA_ENCRYPTION_KEY).
+ * @param extra.trunkDeps the trunks capability's optional dependencies (calls up on a trunk, numbers routed to it).
  */
 export async function startHarness(
   kind: StoreKind,
   over: Partial<Config> = {},
-  extra: { logger?: Logger; secretBox?: SecretBox; redisUrl?: string; calls?: CallStore } = {},
+  extra: { logger?: Logger; secretBox?: SecretBox; redisUrl?: string; calls?: CallStore; trunkDeps?: Pick<TrunksDeps, 'activeCalls' | 'numbersUsing'> } = {},
 ): Promise<Harness> {
   const config = testConfig(over);
   let location: LocationStore;
@@ -173,6 +175,7 @@ export async function startHarness(
     redis,
     onEndpointRemoved: (aor) => removed.push(aor),
     ...(extra.calls ? { calls: extra.calls } : {}),
+    trunks: createTrunks({ config, redis, secretBox, ...extra.trunkDeps }),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();

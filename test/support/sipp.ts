@@ -57,6 +57,8 @@ export interface SippOptions {
   localPort?: number;
   /** `-i`: the address SIPp listens and sends from (a carrier on 127.0.0.7). @default '127.0.0.1' */
   localIp?: string;
+  /** When this settles, SIPp is asked to stop (SIGUSR1: no new calls, final statistics written). */
+  stop?: Promise<unknown>;
   /** More SIPp options, e.g. `-rtp_echo` with `-mp <port>`. */
   extraArgs?: string[];
 }
@@ -103,6 +105,9 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs + 10_000);
+    void o.stop?.finally(() => {
+      if (child.exitCode === null) child.kill('SIGUSR1');
+    });
     child.on('error', (e) => {
       clearTimeout(timer);
       reject(e);
