@@ -152,4 +152,32 @@ describe('purchase and rental (injected clock)', () => {
     expect((await store.get('+918040001002'))?.state).toBe('available');
     expect((await rows(acct, 'did_setup')).length).toBe(1);
   });
+
+  it('a purchase that stalls past its deadline and loses the number refunds its debit and answers conflict', async () => {
+    await fund(acct, 10);
+    let hook: (() => Promise<void>) | null = null;
+    class StallingLedger extends Ledger {
+      override async change(...args: Parameters<Ledger['change']>): ReturnType<Ledger['change']> {
+        const r = await super.change(...args);
+        if (args[1].referenceType === 'did_setup' && hook) await hook();
+        return r;
+      }
+    }
+    const stalling = new StallingLedger({ store: ledger.store, partners: [], defaultCurrency: 'USD', now });
+    const slow = createNumbers({ config, redis: null, ledger: stalling, directory, store, now, log: createLogger('silent'), claimMs: 30_000 });
+    // While the debit is in flight the claim's deadline passes and another buyer claims the number.
+    hook = async () => {
+      clock += 31_000;
+      expect((await store.claim(NUM, { token: 'other', authId: 'MAOTHER', deadline: clock + 30_000, at: new Date(clock).toISOString() }, clock)).ok).toBe(true);
+    };
+    await expect(slow.purchase(acct, NUM, null)).rejects.toMatchObject({ kind: 'conflict' });
+    expect(await balance(acct)).toBe(10 * U);
+    const all = await rows(acct);
+    expect(all.map((x) => [x.type, x.reference_type, x.amount])).toEqual([
+      ['credit', 'refund', 350_000],
+      ['debit', 'did_setup', 350_000],
+      ['credit', 'recharge', 10 * U],
+    ]);
+    expect((await store.get(NUM))?.claim?.token).toBe('other');
+  });
 });
