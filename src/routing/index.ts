@@ -56,7 +56,11 @@ export function createRouting(d: RoutingDeps): Routing {
     const connId = await t.dial(dest.address, dest.port, servername, ca);
     return { ...dest, connId };
   };
-  const health = new GatewayHealth({ layer: d.layer, intervalS: d.pingIntervalS, fromHost: d.sipDomain, log: d.log, registry: d.registry, dial });
+  const wanted = async (trunkId: string, uri: string): Promise<boolean> => {
+    const t = await d.trunks.trunk(trunkId);
+    return t !== null && t.enabled && (await d.trunks.gatewaysOf(trunkId)).some((g) => g.uri === uri && g.enabled);
+  };
+  const health = new GatewayHealth({ layer: d.layer, intervalS: d.pingIntervalS, fromHost: d.sipDomain, log: d.log, registry: d.registry, dial, wanted });
   const carrierAuth = new DigestAuthenticator({
     credentials: trunkCredentialStore(d.trunks),
     nonces: d.nonces,

@@ -78,6 +78,8 @@ export interface GatewayHealthOptions {
   fromHost: string;
   log: Logger;
   registry?: Registry;
+  /** Whether a gateway is still configured and enabled (its trunk too): one that is not is no longer pinged. */
+  wanted?: (trunkId: string, uri: string) => Promise<boolean>;
   /** Opens a connection to a TCP/TLS gateway (the stream transports' dial). */
   dial?: (d: Destination, servername: string) => Promise<Destination>;
 }
@@ -90,7 +92,7 @@ interface Watched {
   pinging: boolean;
 }
 
-/** A gateway no call has used for this long is no longer pinged. */
+/** A gateway no call has used for this long (or no longer configured, see `wanted`) is no longer pinged. */
 const FORGET_AFTER_MS = 3_600_000;
 /** A ping unanswered for this long (or the interval, when shorter) counts as failed. */
 const PING_TIMEOUT_MS = 4_000;
@@ -154,8 +156,18 @@ export class GatewayHealth {
         this.gauge.remove({ trunk: w.trunkId, uri: w.uri });
         continue;
       }
-      if (!w.pinging) void this.ping(w);
+      if (!w.pinging) void this.pingIfWanted(k, w);
     }
+  }
+
+  private async pingIfWanted(k: string, w: Watched): Promise<void> {
+    const wanted = this.o.wanted ? await this.o.wanted(w.trunkId, w.uri).catch(() => true) : true;
+    if (!wanted) {
+      this.watched.delete(k);
+      this.gauge.remove({ trunk: w.trunkId, uri: w.uri });
+      return;
+    }
+    await this.ping(w);
   }
 
   /** One OPTIONS to the gateway; up on any answer below 500. */

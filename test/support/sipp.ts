@@ -57,8 +57,14 @@ export interface SippOptions {
   localPort?: number;
   /** `-i`: the address SIPp listens and sends from (a carrier on 127.0.0.7). @default '127.0.0.1' */
   localIp?: string;
-  /** When this settles, SIPp is asked to stop (SIGUSR1: no new calls, final statistics written). */
+  /**
+   * When this settles, SIPp is stopped: SIGUSR1 by default (it quits once its calls end, final
+   * statistics written — which a SIPp that auto-answered OPTIONS, `-aa`, only does 30 s
+   * later), or SIGKILL (no final statistics; {@link SippRun.messages} is complete, SIPp writes
+   * each message as it goes).
+   */
   stop?: Promise<unknown>;
+  stopSignal?: 'SIGUSR1' | 'SIGKILL';
   /** More SIPp options, e.g. `-rtp_echo` with `-mp <port>`. */
   extraArgs?: string[];
 }
@@ -106,7 +112,7 @@ export async function runSipp(o: SippOptions): Promise<SippRun> {
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs + 10_000);
     void o.stop?.finally(() => {
-      if (child.exitCode === null) child.kill('SIGUSR1');
+      if (child.exitCode === null) child.kill(o.stopSignal ?? 'SIGUSR1');
     });
     child.on('error', (e) => {
       clearTimeout(timer);
