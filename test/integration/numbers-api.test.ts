@@ -191,12 +191,19 @@ describe.each(STORE_KINDS)('phone numbers API on %s', (kind) => {
     expect(toEp.json).toMatchObject({ endpoint_id: endpointId, application_id: null, trunk_group_id: null });
     const toApp = await h.request('POST', `${n}/application`, { auth: a, body: { application_id: appId } });
     expect(toApp.json).toMatchObject({ endpoint_id: null, application_id: appId, trunk_group_id: null });
-    const toTrunk = await h.request('POST', `${n}/assign`, { auth: a, body: { trunk_group_id: 'TRK1' } });
-    expect(toTrunk.json).toMatchObject({ endpoint_id: null, application_id: null, trunk_group_id: 'TRK1' });
+    // A trunk must be one of the account's (the trunks capability is wired in).
+    const badTrunk = await h.request('POST', `${n}/assign`, { auth: a, body: { trunk_group_id: 'no-such-trunk' } });
+    expect(badTrunk.status).toBe(400);
+    expect(badTrunk.json.details).toHaveProperty('trunk_group_id');
+    const trunk = await h.request('POST', `/api/v1/Account/${a.id}/trunks`, { auth: a, body: { name: 'pbx', trunk_type: 'OUTBOUND' } });
+    expect(trunk.status).toBe(201);
+    const trunkId = String(trunk.json.trunk_id);
+    const toTrunk = await h.request('POST', `${n}/assign`, { auth: a, body: { trunk_group_id: trunkId } });
+    expect(toTrunk.json).toMatchObject({ endpoint_id: null, application_id: null, trunk_group_id: trunkId });
     // Clearing a route the number does not have changes nothing.
     const notThere = await h.request('DELETE', `${n}/endpoint`, { auth: a });
     expect(notThere.status).toBe(200);
-    expect(notThere.json.trunk_group_id).toBe('TRK1');
+    expect(notThere.json.trunk_group_id).toBe(trunkId);
     const off = await h.request('DELETE', `${n}/assign`, { auth: a });
     expect(off.status).toBe(200);
     expect(off.json.trunk_group_id).toBe(null);
