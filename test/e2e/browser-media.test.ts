@@ -2,11 +2,12 @@
  * A WebRTC browser talks to a desk phone through rtpengine (docs/media.md "Calls"):
  * headless Chromium with a fake microphone, SIP.js over WSS, calls a SIPp UAS over UDP
  * that echoes RTP back (`-rtp_echo`), and the other way round a SIPp UAC calls the
- * browser. The browser's RTCPeerConnection stats must show inbound RTP packets, more
+ * browser, and a SIPp carrier on 127.0.0.9 (an INBOUND trunk's ACL) calls a number routed
+ * to the browser (issue 23). The browser's RTCPeerConnection stats must show inbound RTP packets, more
  * and more during the call; after the BYE rtpengine holds no session for the call.
  * A screenshot of the page in the call is written to test/.tmp/browser-in-call.png.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,10 +59,16 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
   let context: BrowserContext;
   let profile: string;
   let probe: RtpengineClient;
+  let inventory: string;
+  const ADMIN = 'browser-media-admin-token-0123456789';
+  const NUMBER = '+918040009001';
 
   beforeAll(async () => {
     engine = await startRtpengine({ rtpPorts: 60 });
-    edge = await startEdge({ RTPENGINE_NG: engine.id }); // MEDIA_RELAY=bridge by default
+    inventory = mkdtempSync(join(tmpdir(), 'sip-edge-inventory-'));
+    writeFileSync(join(inventory, 'numbers.csv'), `e164,country,region,number_type,setup_fee,monthly_fee,currency,provider\n${NUMBER},IN,Karnataka,landline,1.00,2.00,USD,test\n`);
+    // MEDIA_RELAY=bridge by default
+    edge = await startEdge({ RTPENGINE_NG: engine.id, ADMIN_AUTH_TOKEN: ADMIN, NUMBER_INVENTORY_FILE: join(inventory, 'numbers.csv') });
     account = await edge.newAccount();
     probe = new RtpengineClient({ engines: [{ host: engine.host, port: engine.ngPort }], timeoutMs: 300, retries: 1 });
     const bundle = await build({ entryPoints: [PAGE_SCRIPT], bundle: true, format: 'esm', platform: 'browser', target: 'chrome120', write: false, logLevel: 'silent' });
@@ -85,17 +92,18 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
     await probe?.close();
     await edge?.stop();
     await engine?.dispose();
+    if (inventory) rmSync(inventory, { recursive: true, force: true });
   });
 
-  const openPhone = async (name: string): Promise<{ page: Page; errors: string[]; username: string }> => {
-    const e = await edge.newEndpoint(account, name);
+  const openPhone = async (name: string, flags: Record<string, boolean> = {}): Promise<{ page: Page; errors: string[]; username: string; endpointId: string }> => {
+    const e = await edge.newEndpoint(account, name, flags);
     const page = await context.newPage();
     const errors: string[] = [];
     page.on('pageerror', (x) => errors.push(x.message));
     const q = new URLSearchParams({ server: `wss://127.0.0.1:${edge.server.ports.wss}`, domain: account.sipDomain, user: e.username, password: e.password });
     await page.goto(`${base}?${q}`);
     await page.waitForSelector('#reg[data-state="Registered"]', { timeout: 10_000 });
-    return { page, errors, username: e.username };
+    return { page, errors, username: e.username, endpointId: e.endpointId };
   };
   const packets = async (page: Page): Promise<number> => Number(await page.locator('#rtp').getAttribute('data-packets'));
   const gone = (callId: string): Promise<true> => sessionGone(probe, engine.id, callId);
@@ -177,6 +185,55 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
     expect(r.messages).toMatch(/SIP\/2\.0 200 OK[\s\S]*m=audio \d+ RTP\/AVP /);
     await page.waitForSelector('#call[data-state="Terminated"]', { timeout: 10_000 });
     await gone(cid.replace('%u', '1'));
+    expect(errors).toEqual([]);
+    await page.close();
+  }, 90_000);
+
+  it('a carrier in an INBOUND trunk\'s ACL (SIPp on 127.0.0.9, echoing RTP) calls a number routed to the browser: it rings, answers, and media flows', async () => {
+    const { page, errors, endpointId } = await openPhone('webnumber', { allow_phones: true });
+    const api = async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
+      const r = await edge.api(account, method, `/api/v1/Account/${account.authId}${path}`, body);
+      expect(r.status, `${method} ${path}: ${JSON.stringify(r.json)}`).toBeLessThan(300);
+      return r.json as Record<string, unknown>;
+    };
+    const credit = await fetch(`${edge.base}/api/v1/admin/accounts/${account.authId}/credit`, {
+      method: 'POST',
+      headers: { 'x-admin-token': ADMIN, 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: '10.00', currency: 'USD', description: 'test funds' }),
+    });
+    expect(credit.status).toBeLessThan(300);
+    await api('POST', '/numbers/purchase-from-inventory', { e164: NUMBER });
+    await api('POST', `/numbers/${encodeURIComponent(NUMBER)}/endpoint`, { endpoint_id: endpointId });
+    const trunk = String((await api('POST', '/trunks', { name: 'carrier-in', trunk_type: 'INBOUND' })).trunk_id);
+    await api('POST', '/ip-acl', { trunk_id: trunk, ip_address: '127.0.0.9' });
+    const carrier = runSipp({
+      scenario: 'carrier-uac.xml',
+      port: edge.server.ports.udp as number,
+      transport: 'udp',
+      users: [{ user: 'carrier', domain: 'carrier.example', password: 'x' }],
+      calls: 1,
+      localIp: '127.0.0.9',
+      keys: { dialled: NUMBER },
+      pauseMs: 4000,
+      traceMessages: true,
+      recvTimeoutMs: null,
+      timeoutMs: 60_000,
+      extraArgs: ['-rtp_echo', '-mp', String(await freePort())],
+    });
+    await page.waitForSelector('#call[data-state="Established"]', { timeout: 15_000 });
+    await until('inbound RTP at the browser', async () => ((await packets(page)) > 0 ? true : undefined), 10_000);
+    const first = await packets(page);
+    await new Promise((r) => setTimeout(r, 1000));
+    const later = await packets(page);
+    console.log(`carrier (echo) → number → browser: inbound RTP packets ${first} → ${later} over 1 s`);
+    expect(later).toBeGreaterThan(first);
+    const r = await carrier;
+    expect(r.failed, r.errors).toBe(0);
+    expect(r.successful).toBe(1);
+    // The carrier got plain RTP from rtpengine, never the browser's DTLS.
+    expect(r.messages).toMatch(/SIP\/2\.0 200 OK[\s\S]*m=audio \d+ RTP\/AVP /);
+    expect(r.messages).not.toMatch(/a=fingerprint/);
+    await page.waitForSelector('#call[data-state="Terminated"]', { timeout: 10_000 });
     expect(errors).toEqual([]);
     await page.close();
   }, 90_000);
