@@ -47,8 +47,8 @@ function invitedCallIds(messages: string): Set<string> {
 }
 
 /** A SIPp carrier on `ip`: the scenario, as many calls as it may take, killed when `stop` settles. */
-async function carrier(ip: string, scenario: string, o: { calls?: number; stop?: Promise<unknown>; keys?: Record<string, string> } = {}): Promise<{ port: number; run: Promise<SippRun> }> {
-  const port = await freePort();
+async function carrier(ip: string, scenario: string, o: { calls?: number; stop?: Promise<unknown>; keys?: Record<string, string>; port?: number } = {}): Promise<{ port: number; run: Promise<SippRun> }> {
+  const port = o.port ?? (await freePort());
   const run = runSipp({
     scenario,
     host: '127.0.0.1',
@@ -220,11 +220,14 @@ describe('trunks and numbers on the wire', () => {
     expect(g.messages).not.toContain('Carrier-Secret-42');
   }, 60_000);
 
-  it('answers 503 within 5 s when no gateway answers, then 503 at once while they stay down', async () => {
+  it('answers 503 within 5 s when no gateway answers, then 503 at once while they stay down; a gateway that answers pings again is used again', async () => {
     const caller = await phoneWithNumber('+918040000004');
     const t = await trunk('OUTBOUND');
-    await gateway(t, `sip:127.0.0.7:${await freePort()}`, 1);
+    const firstPort = await freePort();
+    await gateway(t, `sip:127.0.0.7:${firstPort}`, 1);
     await gateway(t, `sip:127.0.0.8:${await freePort()}`, 2);
+    const upMetric = async (): Promise<string | undefined> =>
+      (await (await fetch(`${edge.base}/metrics`)).text()).split('\n').find((l) => l.startsWith('sip_trunk_gateway_up{') && l.includes(t) && l.includes(`127.0.0.7:${firstPort}`));
     const ua = await TestUa.start(edge.server.ports.udp as number, caller);
     try {
       expect(await ua.register()).toBe(200);
@@ -238,6 +241,17 @@ describe('trunks and numbers on the wire', () => {
       expect(second.status).toBe(503);
       expect(getHeader(second, 'warning')).toMatch(/no origination URI of trunk/);
       expect(Date.now() - t1).toBeLessThan(1000);
+      expect(await upMetric()).toMatch(/ 0$/);
+      // The first gateway comes back: its pings are answered, calls use it again.
+      // (Each auto-answered ping counts as a SIPp call: room for many, killed at the end.)
+      let stop!: () => void;
+      const back = await carrier('127.0.0.7', 'carrier-uas.xml', { port: firstPort, calls: 1000, stop: new Promise<void>((r) => (stop = r)) });
+      await until('the gateway up again', async () => ((await upMetric())?.endsWith(' 1') ? true : undefined), 5000);
+      const third = await ua.call('INVITE', `sip:${DIALLED}@${account.sipDomain}`);
+      expect(third.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 300)); // its BYE
+      stop();
+      expect(invitedCallIds((await back.run).messages).size).toBe(1);
     } finally {
       ua.close();
     }
@@ -303,6 +317,29 @@ describe('trunks and numbers on the wire', () => {
         await ok('PUT', `${base()}/trunks/${inbound}`, { enabled: true });
         stranger.close();
         known.close();
+      }
+    }, 30_000);
+
+    it('holds a trunk to its max_concurrent_calls: the next call gets 503 with Retry-After until one ends', async () => {
+      const port = edge.server.ports.udp as number;
+      const phone = await TestUa.start(port, callee);
+      const pstn = await TestUa.start(port, undefined, '127.0.0.9');
+      try {
+        expect(await phone.register()).toBe(200);
+        await ok('PUT', `${base()}/trunks/${inbound}`, { max_concurrent_calls: 1 });
+        const first = await pstn.call('INVITE', `sip:${NUMBER}@127.0.0.1:${port}`, { keep: true });
+        expect(first.status).toBe(200);
+        const held = pstn.lastDialog;
+        const refused = await pstn.call('INVITE', `sip:${NUMBER}@127.0.0.1:${port}`);
+        expect(refused.status).toBe(503);
+        expect(getHeader(refused, 'retry-after')).toBe('5');
+        expect(getHeader(refused, 'warning')).toMatch(/max_concurrent_calls of trunk/);
+        expect(await held?.bye()).toBe(200);
+        expect((await pstn.call('INVITE', `sip:${NUMBER}@127.0.0.1:${port}`)).status).toBe(200);
+      } finally {
+        await ok('PUT', `${base()}/trunks/${inbound}`, { max_concurrent_calls: 0 });
+        phone.close();
+        pstn.close();
       }
     }, 30_000);
   });
