@@ -3,7 +3,7 @@
  * libphonenumber-js (its metadata decides what a valid number of a country is), never
  * by a regular expression of our own.
  */
-import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js';
 
 /** The longest text looked at (an E.164 number has at most 15 digits; formatting adds some). */
 const MAX_INPUT = 32;
@@ -22,6 +22,24 @@ export function normalizeE164(text: unknown): string | null {
   const n = parsePhoneNumberFromString(withPlus);
   if (!n || !n.isValid()) return null;
   return n.number;
+}
+
+/**
+ * A number as dialled or sent by a carrier (`+91 80 1234 5678`, `08012345678` from an account
+ * in India, `918012345678`) as E.164, national digits read in `country` (the account's); null
+ * when it cannot be a telephone number there. "Possible" (length, country code) is enough
+ * for routing: numbering plans change faster than metadata, and the carrier judges whether a
+ * number exists. The inventory and the API use the stricter {@link normalizeE164}.
+ */
+export function dialledE164(text: string, country?: string | null): string | null {
+  const t = text.trim();
+  if (t === '' || t.length > MAX_INPUT + 8) return null;
+  const cc = country && /^[A-Z]{2}$/.test(country) ? (country as CountryCode) : undefined;
+  const n = parsePhoneNumberFromString(t, cc);
+  if (n && n.isPossible()) return n.number;
+  // Digits with their country code but no `+` (some carriers send them so).
+  const intl = /^\d{8,15}$/.test(t) ? parsePhoneNumberFromString(`+${t}`) : undefined;
+  return intl && intl.isPossible() ? intl.number : null;
 }
 
 /** The ISO 3166-1 alpha-2 country of a normalised number, when its metadata tells one. */

@@ -16,7 +16,7 @@ import type { CredentialStore, EndpointCredential } from '../store/credentials/c
 import type { AccountRecord } from '../store/directory/directory.js';
 import { gatewayDestination, orderGateways, type GatewayHealth } from '../trunks/gateways.js';
 import type { TrunkLookup, TrunkView } from '../trunks/lookup.js';
-import { toE164 } from './e164.js';
+import { dialledE164 as toE164 } from '../numbers/e164.js';
 import { accountOfDomain, phoneNumber } from './targets.js';
 
 const WARN = 'sip-edge';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { toE164 } from '../../../src/routing/e164.js';
+import { dialledE164 as toE164 } from '../../../src/numbers/e164.js';
 
-describe('toE164', () => {
+describe('dialledE164 (numbers as dialled, for routing)', () => {
   it('normalises international and national forms with the account country', () => {
     expect(toE164('+91 80 1234 5678')).toBe('+918012345678');
     expect(toE164('08012345678', 'IN')).toBe('+918012345678');
