@@ -27,7 +27,7 @@ import { isWebrtcLeg, MediaRelay, type DialogSdp } from './media-relay.js';
 import { RtpengineRejectedError } from '../media/rtpengine.js';
 import type { Gruus } from '../registrar/gruu.js';
 import { offersVideo } from './sdp.js';
-import { accountOfDomain, parseTarget, phoneNumber } from '../routing/targets.js';
+import { accountOfDomain, parseTarget, phoneNumber, telNumber } from '../routing/targets.js';
 import type { CarrierSource, GatewayLeg, PstnRouting } from '../routing/pstn.js';
 import type { TrunkView } from '../trunks/lookup.js';
 import type { NumberRoute } from '../numbers/lookup.js';
@@ -627,7 +627,7 @@ export class SipProxy implements RequestProcessor {
     const sub = route.subAccount ? await this.opts.directory.getSubAccount(account.authId, route.subAccount) : null;
     if (sub && !sub.enabled) throw new SipError(403, 'Forbidden', 'PROXY_SUBACCOUNT_DISABLED', [['Warning', `399 ${WARN_AGENT} "sub-account disabled"`]]);
     const from = parseNameAddr(getHeader(req, 'from') ?? '');
-    const user = from?.uri.scheme === 'tel' ? from.uri.host : (from?.uri.user ?? 'anonymous');
+    const user = from?.uri.scheme === 'tel' ? telNumber(from.uri) : (from?.uri.user ?? 'anonymous');
     this.log.info({ callId: ctx.callId, trunk: carrier.trunk.trunkId, how: carrier.how, number: route.e164 }, 'call from the phone network');
     return {
       domain: account.sipDomain,
@@ -1249,7 +1249,7 @@ async function uriDestination(u: SipUri): Promise<Destination> {
 function targetNumber(uri: string): string {
   const u = parseUri(uri);
   if (!u) return uri;
-  if (u.scheme === 'tel') return u.host;
+  if (u.scheme === 'tel') return telNumber(u);
   return u.user ?? u.host;
 }
 

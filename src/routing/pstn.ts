@@ -17,7 +17,7 @@ import type { AccountRecord } from '../store/directory/directory.js';
 import { gatewayDestination, orderGateways, type GatewayHealth } from '../trunks/gateways.js';
 import type { TrunkLookup, TrunkView } from '../trunks/lookup.js';
 import { dialledE164 as toE164 } from '../numbers/e164.js';
-import { accountOfDomain, phoneNumber } from './targets.js';
+import { accountOfDomain, phoneNumber, telNumber } from './targets.js';
 
 const WARN = 'sip-edge';
 /** The `endpointId` a trunk credential carries through the digest check. */
@@ -221,7 +221,7 @@ export class PstnRouting {
 /** The telephone number a URI names in its user part (or a tel: URI), or null. */
 function dialledOf(u: SipUri | null): string | null {
   if (!u) return null;
-  if (u.scheme === 'tel') return u.host;
+  if (u.scheme === 'tel') return telNumber(u);
   const user = u.user?.split(';')[0];
   return user && phoneNumber(user) ? user : null;
 }

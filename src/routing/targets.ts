@@ -34,15 +34,20 @@ export function phoneNumber(text: string): string | null {
   return NUMBER.test(n) ? n : null;
 }
 
+/** The number of a `tel:` URI (RFC 3966: up to its first parameter). */
+export function telNumber(u: SipUri): string {
+  const body = u.raw.slice(4);
+  const semi = body.indexOf(';');
+  return semi < 0 ? body : body.slice(0, semi);
+}
+
 /**
  * Classifies a Request-URI. `callerDomain` stands in for a host that is this
  * server itself (phones that dial `bob@<server ip>`).
  */
 export function parseTarget(uri: SipUri, opts: { sipDomain: string; callerDomain: string; isOwnHost: (u: SipUri) => boolean }): ParsedTarget {
   if (uri.scheme === 'tel') {
-    const body = uri.raw.slice(4);
-    const semi = body.indexOf(';');
-    const n = phoneNumber(semi < 0 ? body : body.slice(0, semi));
+    const n = phoneNumber(telNumber(uri));
     return n ? { kind: 'phone', number: n } : { kind: 'unknown' };
   }
   if (uri.scheme !== 'sip' && uri.scheme !== 'sips') return { kind: 'unknown' };
