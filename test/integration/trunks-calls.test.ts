@@ -196,6 +196,17 @@ describe('trunks and numbers on the wire', () => {
     expect(h.size).toBeLessThanOrEqual(85);
   }, 120_000);
 
+  it('refuses to delete a trunk that a number is routed to, naming the number (409)', async () => {
+    await phoneWithNumber('+918040000006');
+    const t = await trunk('OUTBOUND');
+    await ok('POST', `${base()}/numbers/${enc('+918040000006')}/assign`, { trunk_group_id: t });
+    const r = await api('DELETE', `${base()}/trunks/${t}`);
+    expect(r.status).toBe(409);
+    expect(JSON.stringify(r.json)).toContain('+918040000006');
+    await ok('DELETE', `${base()}/numbers/${enc('+918040000006')}/assign`);
+    expect((await api('DELETE', `${base()}/trunks/${t}`)).status).toBeLessThan(300);
+  });
+
   it('answers a carrier\'s challenge with the trunk\'s credential', async () => {
     const caller = await phoneWithNumber('+918040000003');
     const t = await trunk('OUTBOUND');
@@ -334,6 +345,10 @@ describe('trunks and numbers on the wire', () => {
         expect(refused.status).toBe(503);
         expect(getHeader(refused, 'retry-after')).toBe('5');
         expect(getHeader(refused, 'warning')).toMatch(/max_concurrent_calls of trunk/);
+        // A trunk with a call up is not deleted.
+        const busy = await api('DELETE', `${base()}/trunks/${inbound}`);
+        expect(busy.status).toBe(409);
+        expect(JSON.stringify(busy.json)).toMatch(/trunk_in_use/);
         expect(await held?.bye()).toBe(200);
         expect((await pstn.call('INVITE', `sip:${NUMBER}@127.0.0.1:${port}`)).status).toBe(200);
       } finally {
