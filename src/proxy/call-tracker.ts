@@ -160,12 +160,12 @@ export class CallTracker {
     });
   }
 
-  /** The first 2xx went to the caller. */
-  answered(call: TrackedCall): void {
+  /** The first 2xx went to the caller (`carrier`: the gateway that answered a call out to the phone network). */
+  answered(call: TrackedCall, carrier?: string): void {
     this.after(call, async (s) => {
       const at = Date.now();
       const cb = s.callbacks.answer ? this.item(s, 'StartApp', s.callbacks.answer, at, {}) : null;
-      if ((await this.o.store.answer(s.domain, s.sipCallId, at, cb)) && cb) this.o.onQueued?.();
+      if ((await this.o.store.answer(s.domain, s.sipCallId, at, cb, carrier)) && cb) this.o.onQueued?.();
     });
   }
 

@@ -505,8 +505,8 @@ export class SipProxy implements RequestProcessor {
       info.context = target.kind;
       if (charge) info.charge = charge;
       if (target.kind === 'trunk') {
-        const first = legs[0]?.gateway?.leg;
-        info.pstn ??= { trunkId: target.trunk.trunkId, number: target.callerId, carrier: first ? first.dest.address : null };
+        // The carrier is the gateway that answers (set then); none for a call no gateway answered.
+        info.pstn ??= { trunkId: target.trunk.trunkId, number: target.callerId, carrier: null };
         if (!caller.carrier) info.toNumber = target.number;
       }
     }
@@ -563,8 +563,8 @@ export class SipProxy implements RequestProcessor {
           ? {
               onRinging: () => call && calls?.rang(call),
               onAnswered: (ok, branch) => {
-                if (call) calls?.answered(call);
                 const leg = legs[legOfBranch[branch] ?? branch];
+                if (call) calls?.answered(call, leg?.gateway?.leg.dest.address);
                 if (call && charge && leg) this.chargeAnswered(ctx, call, charge, ok, leg.dest);
               },
               onFinal: (status, endedBy) => {

@@ -160,7 +160,8 @@ describe('trunks and numbers on the wire', () => {
     expect(invite).toMatch(/^P-Asserted-Identity: <sip:\+918040000001@/im);
     expect(/^From: .*$/im.exec(invite)?.[0]).not.toContain(caller.username);
     const cdr = await cdrOf(cid.split('%')[0]);
-    expect(cdr).toMatchObject({ call_status: 'answered', to_number: DIALLED, trunk_id: t, phone_number: '+918040000001', context: 'trunk' });
+    // The carrier is the gateway that answered (127.0.0.8), not the one that refused (127.0.0.7).
+    expect(cdr).toMatchObject({ call_status: 'answered', to_number: DIALLED, trunk_id: t, phone_number: '+918040000001', context: 'trunk', carrier_address: '127.0.0.8' });
   }, 60_000);
 
   it('splits 100 calls 3:1 over two gateways of one priority (±10 %)', async () => {

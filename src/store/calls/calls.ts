@@ -197,7 +197,8 @@ export interface CallStore {
   /** The first 18x: true when this was it (its Ring callback, if any, is queued with it). */
   ring(domain: string, sipCallId: string, at: number, callback: OutboxItem | null): Promise<boolean>;
   /** The first 2xx: true when this was it (its StartApp callback, if any, is queued with it). */
-  answer(domain: string, sipCallId: string, at: number, callback: OutboxItem | null): Promise<boolean>;
+  /** `carrier`: the address of the gateway that answered a call out to the phone network (its CDR's carrier_address). */
+  answer(domain: string, sipCallId: string, at: number, callback: OutboxItem | null, carrier?: string): Promise<boolean>;
   /** The state of a call in progress (null when there is none: ended, or never seen). */
   get(domain: string, sipCallId: string): Promise<(CallStart & { ringAt: number | null; answerAt: number | null }) | null>;
   /**

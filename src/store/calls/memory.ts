@@ -58,10 +58,11 @@ export class MemoryCallStore implements CallStore {
     return true;
   }
 
-  async answer(domain: string, sipCallId: string, at: number, callback: OutboxItem | null): Promise<boolean> {
+  async answer(domain: string, sipCallId: string, at: number, callback: OutboxItem | null, carrier?: string): Promise<boolean> {
     const s = this.#state(domain, sipCallId);
     if (!s || s.answerAt !== null) return false;
     s.answerAt = at;
+    if (carrier && s.pstn) s.pstn = { ...s.pstn, carrier };
     if (callback) this.#queue(callback, at);
     return true;
   }

@@ -41,11 +41,12 @@ end
 return 1
 `;
 
-/** KEYS: call, cbq, cb. ARGV: field (ringAt|answerAt), at, item id, item json. */
+/** KEYS: call, cbq, cb. ARGV: field (ringAt|answerAt), at, item id, item json, carrier ('' = none). */
 const MARK_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[1] == 'ringAt' and redis.call('HEXISTS', KEYS[1], 'answerAt') == 1 then return 0 end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'carrier', ARGV[5]) end
 if ARGV[3] ~= '' and redis.call('HSETNX', KEYS[3], ARGV[3], ARGV[4]) == 1 then
   redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 end
@@ -169,10 +170,10 @@ export class RedisCallStore extends RedisBacked implements CallStore {
     await this.guard('callStart', () => this.evalScript(SCRIPTS.start, [this.#call(call.domain, call.sipCallId)], [JSON.stringify(call), Math.max(1, call.ttlMs)]));
   }
 
-  async #mark(field: 'ringAt' | 'answerAt', domain: string, sipCallId: string, at: number, cb: OutboxItem | null): Promise<boolean> {
+  async #mark(field: 'ringAt' | 'answerAt', domain: string, sipCallId: string, at: number, cb: OutboxItem | null, carrier = ''): Promise<boolean> {
     const k = this.#k(domain);
     const r = await this.guard('callMark', () =>
-      this.evalScript(SCRIPTS.mark, [this.#call(domain, sipCallId), k.cbq, k.cb], [field, at, cb?.id ?? '', cb ? JSON.stringify(cb) : '']),
+      this.evalScript(SCRIPTS.mark, [this.#call(domain, sipCallId), k.cbq, k.cb], [field, at, cb?.id ?? '', cb ? JSON.stringify(cb) : '', carrier]),
     );
     if (r === 1 && cb) await this.guard('callMark', () => this.#hint(domain, at));
     return r === 1;
@@ -182,8 +183,8 @@ export class RedisCallStore extends RedisBacked implements CallStore {
     return this.#mark('ringAt', domain, sipCallId, at, callback);
   }
 
-  answer(domain: string, sipCallId: string, at: number, callback: OutboxItem | null): Promise<boolean> {
-    return this.#mark('answerAt', domain, sipCallId, at, callback);
+  answer(domain: string, sipCallId: string, at: number, callback: OutboxItem | null, carrier?: string): Promise<boolean> {
+    return this.#mark('answerAt', domain, sipCallId, at, callback, carrier ?? '');
   }
 
   async #read(domain: string, sipCallId: string): Promise<{ json: string; state: CallStart & { ringAt: number | null; answerAt: number | null } } | null> {
@@ -192,6 +193,7 @@ export class RedisCallStore extends RedisBacked implements CallStore {
     const start = parse<CallStart>(json);
     if (!json || !start) return null;
     const num = (v: string | undefined): number | null => (v === undefined ? null : Number(v));
+    if (h.carrier && start.pstn) start.pstn = { ...start.pstn, carrier: h.carrier };
     return { json, state: { ...start, ringAt: num(h.ringAt), answerAt: num(h.answerAt) } };
   }
 
