@@ -91,6 +91,7 @@ typedef struct engine {
   napi_ref on_batch;
   napi_ref self; /* keeps the JS wrapper alive while the socket is open */
   int hooked;    /* the env cleanup hook is registered */
+  uint32_t fail_sends; /* tests: the next n sendmmsg calls act as EAGAIN */
   napi_ref bufs[5];
   napi_async_context async;
   /* receive */
@@ -208,7 +209,14 @@ static unsigned send_batch(engine_t *e, struct mmsghdr *msgs, unsigned n, int fr
   unsigned i = 0;
   while (i < n) {
     e->stats[ST_SENDMMSG_CALLS] += 1;
-    int r = sendmmsg(e->fd, msgs + i, n - i, MSG_DONTWAIT);
+    int r;
+    if (e->fail_sends > 0) {
+      e->fail_sends--;
+      r = -1;
+      errno = EAGAIN;
+    } else {
+      r = sendmmsg(e->fd, msgs + i, n - i, MSG_DONTWAIT);
+    }
     if (r > 0) {
       i += (unsigned)r;
       e->stats[ST_SENT] += r;
@@ -314,7 +322,7 @@ static void receive(engine_t *e) {
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   napi_value cb, recv, argv[1], result;
   napi_get_reference_value(env, e->on_batch, &cb);
-  napi_get_undefined(env, &recv);
+  napi_get_global(env, &recv); /* napi_make_callback needs an object */
   napi_create_uint32(env, (uint32_t)r, &argv[0]);
   napi_status s = napi_make_callback(env, e->async, recv, cb, 1, argv, &result);
   if (s == napi_pending_exception) {
@@ -644,12 +652,24 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* failSends(engine, n): tests only: the next n sendmmsg calls act as if the socket buffer were full. */
+static napi_value js_fail_sends(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  engine_t *e = get_engine(env, argv[0]);
+  if (!e) return NULL;
+  CHECK(napi_get_value_uint32(env, argv[1], &e->fail_sends));
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
       {"flush", NULL, js_flush, NULL, NULL, NULL, napi_default, NULL},
       {"pton", NULL, js_pton, NULL, NULL, NULL, napi_default, NULL},
       {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
+      {"failSends", NULL, js_fail_sends, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_value v;
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;

@@ -27,6 +27,7 @@ interface UdpBatchAddon {
   flush(engine: unknown, count: number): void;
   pton(address: string): [number, number, number, number, number] | null;
   close(engine: unknown): void;
+  failSends(engine: unknown, n: number): void;
   RMETA_WORDS: number;
   SMETA_WORDS: number;
   ABI: number;
@@ -303,6 +304,11 @@ export class NativeUdpTransport implements Transport {
     const out = {} as NativeUdpStats;
     STAT_NAMES.forEach((k, i) => (out[k] = this.statsView[i] ?? 0));
     return out;
+  }
+
+  /** Tests: the next `n` sendmmsg calls meet a full socket buffer (EAGAIN). */
+  failNextSends(n: number): void {
+    if (this.handle !== null) this.addon.failSends(this.handle, n);
   }
 
   connectionCount(): number {
