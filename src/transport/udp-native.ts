@@ -42,6 +42,7 @@ let loaded: { addon: UdpBatchAddon } | { error: string } | null = null;
 export function loadNativeUdp(): { addon: UdpBatchAddon } | { error: string } {
   if (loaded) return loaded;
   if (process.platform !== 'linux') return (loaded = { error: `not on Linux (${process.platform})` });
+  if (process.env.SIP_EDGE_NATIVE === '0') return (loaded = { error: 'switched off (SIP_EDGE_NATIVE=0)' });
   try {
     const addon = createRequire(import.meta.url)(NATIVE_UDP_PATH.pathname) as UdpBatchAddon;
     if (typeof addon.open !== 'function' || addon.ABI !== 1) return (loaded = { error: 'the built addon is of another version (run npm run build)' });
