@@ -72,7 +72,7 @@ export function createUdpTransport(
     const native = loadNativeUdp();
     if ('addon' in native) return new NativeUdpTransport(host, port, sink, log, maxMessageSize, native.addon);
   }
-  if (reason) log.info({ udpEngine: 'dgram', reason }, `udp engine: node:dgram (${reason})`);
+  if (reason) log.info({ udpEngine: 'dgram', reason }, `udp engine: node:dgram; ${reason}`);
   return new UdpTransport(host, port, sink, log, maxMessageSize);
 }
 
