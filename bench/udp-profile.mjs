@@ -45,15 +45,16 @@ for (const engine of engines) {
   }
   const t0 = Date.now();
   const s = await runStep({ root: ROOT, dir: join(tmp, `${engine}-step`), target, transport: 'udp', rate, seconds: stepS, files, preload, sippTransport: 'u1' });
-  const stepMs = Date.now() - t0;
+  const t1 = Date.now();
   if (strace) {
     strace.kill('SIGINT');
     await new Promise((r) => strace.once('exit', r));
   }
   await edge.stop(15000);
+  const tEnd = Date.now(); // about when the profile ends (written at exit)
   const us = (s.serverCpu * 1e4) / s.achieved;
   console.log(`\n## ${engine}: ${rate}/s, achieved ${s.achieved.toFixed(0)}/s, ok ${s.ok}/${s.planned}, p99 ${s.p99.toFixed(2)} ms, server ${s.serverCpu.toFixed(0)} % → ${us.toFixed(0)} µs CPU per registration${withStrace ? ' (under strace)' : ''}`);
-  const p = summariseProfile(join(profDir, name), { root: ROOT, top, window: [stepMs / 1000 + 2, 2] });
+  const p = summariseProfile(join(profDir, name), { root: ROOT, top, window: [tEnd - t0, tEnd - t1] }); // ms before the end
   console.log(`profile: ${(p.totalMs ?? 0).toFixed(0)} ms sampled in the step`);
   console.log('| module | self % |\n|---|---|');
   for (const m of p.modules.slice(0, 12)) console.log(`| ${m.module} | ${m.pct.toFixed(1)} |`);

@@ -120,6 +120,8 @@ export class NativeUdpTransport implements Transport {
   private sendCount = 0;
   private sendOff = 0;
   private flushScheduled = false;
+  /** Inside onBatch: a stop() there closes the socket after the batch, not under the addon's feet. */
+  private inBatch = false;
   private readonly v4Names = new Map<number, string>();
   private readonly dests = new Map<string, Dest | null>();
   private readonly rw: number;
@@ -180,7 +182,8 @@ export class NativeUdpTransport implements Transport {
     const localPort = this.local.port;
     let failed = false;
     let failure: unknown;
-    for (let i = 0; i < count; i++) {
+    this.inBatch = true;
+    for (let i = 0; i < count && this.handle !== null; i++) {
       const m = i * rw;
       const len = meta[m];
       if (len === 0 || len > this.maxMessageSize) continue;
@@ -206,6 +209,7 @@ export class NativeUdpTransport implements Transport {
         failed = true;
       }
     }
+    this.inBatch = false;
     if (failed) throw failure;
   };
 
@@ -323,7 +327,15 @@ export class NativeUdpTransport implements Transport {
     if (h === null) return Promise.resolve();
     this.flush();
     this.handle = null;
-    this.addon.close(h);
-    return Promise.resolve();
+    if (!this.inBatch) {
+      this.addon.close(h);
+      return Promise.resolve();
+    }
+    return new Promise((resolve) =>
+      setImmediate(() => {
+        this.addon.close(h);
+        resolve();
+      }),
+    );
   }
 }
