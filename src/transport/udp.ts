@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import dgram from 'node:dgram';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
 import type { UdpEngineSetting } from '../config.js';
 import type { Logger } from '../logger.js';
 import { loadNativeUdp, NativeUdpTransport } from './udp-native.js';
@@ -67,7 +67,13 @@ export function createUdpTransport(
   maxMessageSize: number,
   setting: UdpEngineSetting = 'auto',
 ): Transport & { readonly engine: UdpEngine } {
-  const { engine, reason } = resolveUdpEngine(setting);
+  let { engine, reason } = resolveUdpEngine(setting);
+  if (engine === 'native' && isIP(host) === 0) {
+    // The addon binds an address literal; node:dgram looks a name up.
+    if (setting === 'native') throw new Error(`SIP_UDP_ENGINE=native: SIP_HOST must be an IP address, got "${host}"`);
+    engine = 'dgram';
+    reason = `SIP_HOST "${host}" is a name (the native UDP engine binds an IP address)`;
+  }
   if (engine === 'native') {
     const native = loadNativeUdp();
     if ('addon' in native) return new NativeUdpTransport(host, port, sink, log, maxMessageSize, native.addon);

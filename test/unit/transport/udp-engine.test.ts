@@ -246,6 +246,14 @@ describe.runIf('addon' in native)('native engine only', () => {
     expect(st.dropped).toBe(0);
   });
 
+  it('auto with SIP_HOST a name (not an address) takes node:dgram, which looks it up; native refuses it', async () => {
+    const t = createUdpTransport('localhost', 0, collect(), log, 65535, 'auto');
+    expect(t).toBeInstanceOf(UdpTransport);
+    await t.start();
+    await t.stop();
+    expect(() => createUdpTransport('localhost', 0, collect(), log, 65535, 'native')).toThrow(/SIP_HOST must be an IP address/);
+  });
+
   it('SIP_UDP_ENGINE=dgram gives node:dgram even where the native engine is built', () => {
     expect(createUdpTransport('127.0.0.1', 0, collect(), log, 65535, 'dgram')).toBeInstanceOf(UdpTransport);
     expect(createUdpTransport('127.0.0.1', 0, collect(), log, 65535, 'auto')).toBeInstanceOf(NativeUdpTransport);
