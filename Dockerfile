@@ -9,7 +9,7 @@ WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
 COPY scripts ./scripts
 COPY native ./native
-RUN npm ci --no-audit --no-fund && mkdir -p native/build
+RUN rm -rf native/build && npm ci --no-audit --no-fund && mkdir -p native/build
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
