@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -59,8 +60,12 @@ void uv_close(uv_handle_t *handle, uv_close_cb close_cb);
 #endif
 
 /* Receive meta: RMETA_WORDS uint32 per slot. */
-#define RMETA_WORDS 16
-enum { RM_LEN = 0, RM_PORT = 1, RM_FAMILY = 2, RM_V4 = 3, RM_TEXT = 4 /* 48 bytes of IPv6 text, NUL padded */ };
+#define RMETA_WORDS 20
+enum {
+  RM_LEN = 0, RM_PORT = 1, RM_FAMILY = 2, RM_V4 = 3, RM_TEXT = 4, /* 48 bytes of IPv6 text, NUL padded */
+  RM_AGE = 16 /* µs between the kernel's receipt (SO_TIMESTAMPNS) and this read; 0 when unknown */
+};
+#define CTRL_SIZE 64
 /* Send meta: SMETA_WORDS uint32 per slot: offset, length, port, family (4|6), 16 address bytes. */
 #define SMETA_WORDS 8
 enum { SM_OFF = 0, SM_LEN = 1, SM_PORT = 2, SM_FAMILY = 3, SM_ADDR = 4 };
@@ -101,6 +106,7 @@ typedef struct engine {
   struct mmsghdr *rmsgs;
   struct iovec *riov;
   struct sockaddr_storage *raddr;
+  unsigned char *rctrl; /* CTRL_SIZE of control data (the receive timestamp) per slot */
   /* send */
   uint32_t send_slots, send_bytes;
   unsigned char *sslab;
@@ -267,6 +273,8 @@ static void drain_backlog(engine_t *e) {
 static void receive(engine_t *e) {
   for (uint32_t i = 0; i < e->slots; i++) {
     e->rmsgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+    e->rmsgs[i].msg_hdr.msg_control = e->rctrl + (size_t)i * CTRL_SIZE;
+    e->rmsgs[i].msg_hdr.msg_controllen = CTRL_SIZE;
     e->rmsgs[i].msg_hdr.msg_flags = 0;
   }
   int r;
@@ -278,9 +286,20 @@ static void receive(engine_t *e) {
     return;
   }
   uint32_t n = 0;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
   for (int i = 0; i < r; i++) {
     struct msghdr *h = &e->rmsgs[i].msg_hdr;
     uint32_t *m = e->rmeta + (size_t)i * RMETA_WORDS;
+    m[RM_AGE] = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+        struct timespec ts;
+        memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        int64_t us = ((int64_t)now.tv_sec - ts.tv_sec) * 1000000 + ((int64_t)now.tv_nsec - ts.tv_nsec) / 1000;
+        m[RM_AGE] = us <= 0 ? 0 : us > 0xffffffffLL ? 0xffffffffu : (uint32_t)us;
+      }
+    }
     if (h->msg_flags & MSG_TRUNC) {
       e->stats[ST_TRUNCATED] += 1;
       m[RM_LEN] = 0;
@@ -394,6 +413,7 @@ static void finalize(napi_env env, void *data, void *hint) {
   free(e->rmsgs);
   free(e->riov);
   free(e->raddr);
+  free(e->rctrl);
   free(e);
 }
 
@@ -477,6 +497,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     return throw_errno(env, "setsockopt SO_REUSEPORT", err);
   }
   if (rbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rbuf, sizeof rbuf);
+  setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one); /* the age of each datagram when read */
   if (sbuf > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sbuf, sizeof sbuf);
   if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
     int err = errno;
@@ -503,9 +524,10 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   e->rmsgs = calloc(slots, sizeof *e->rmsgs);
   e->riov = calloc(slots, sizeof *e->riov);
   e->raddr = calloc(slots, sizeof *e->raddr);
+  e->rctrl = calloc(slots, CTRL_SIZE);
   napi_value out[7], ext, arr, resname;
   void *p;
-  if (!e->rmsgs || !e->riov || !e->raddr) goto fail_mem;
+  if (!e->rmsgs || !e->riov || !e->raddr || !e->rctrl) goto fail_mem;
   if (!(out[2] = make_ab(env, e, 0, (size_t)slots * slot_size, &p))) goto fail_mem;
   e->rslab = p;
   if (!(out[3] = make_ab(env, e, 1, (size_t)slots * RMETA_WORDS * 4, &p))) goto fail_mem;
@@ -557,6 +579,7 @@ fail_mem:
   free(e->rmsgs);
   free(e->riov);
   free(e->raddr);
+  free(e->rctrl);
   free(e);
   napi_throw_error(env, "ENOMEM", "udp_batch.open: could not set up the engine");
   return NULL;
@@ -677,7 +700,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "RMETA_WORDS", v);
   napi_create_uint32(env, SMETA_WORDS, &v);
   napi_set_named_property(env, exports, "SMETA_WORDS", v);
-  napi_create_uint32(env, 1, &v);
+  napi_create_uint32(env, 2, &v);
   napi_set_named_property(env, exports, "ABI", v);
   return exports;
 }

@@ -350,7 +350,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     },
   };
   if (config.udpPort !== null) {
-    transports.set('udp', createUdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize, config.udpEngine));
+    transports.set('udp', createUdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize, config.udpEngine, config.udpShedAgeMs));
   }
   if (config.tcpPort !== null) transports.set('tcp', new StreamTransport('tcp', { ...stream, port: config.tcpPort }, router, sipLog));
   if (config.tlsPort !== null && tlsCreds) {

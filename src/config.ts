@@ -59,6 +59,12 @@ export interface Config {
    * loads, else node:dgram with one log line. @default 'auto'
    */
   udpEngine: UdpEngineSetting;
+  /**
+   * SIP_UDP_SHED_AGE_MS (docs/udp-engine.md "Overload"): the native engine drops, unparsed,
+   * a datagram that waited longer than this in the socket's receive queue; 0 = never
+   * (node:dgram cannot tell a datagram's age). @default 0
+   */
+  udpShedAgeMs: number;
   /** @default 5060 */ tcpPort: PortSetting;
   /** @default 5061 */ tlsPort: PortSetting;
   /** @default 5066 */ wsPort: PortSetting;
@@ -255,6 +261,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   sipAdvertisedHost: null,
   udpPort: 5060,
   udpEngine: 'auto' as UdpEngineSetting,
+  udpShedAgeMs: 0,
   tcpPort: 5060,
   tlsPort: 5061,
   wsPort: 5066,
@@ -330,6 +337,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_ADVERTISED_HOST', 'sipAdvertisedHost', str],
   ['SIP_UDP_PORT', 'udpPort', port],
   ['SIP_UDP_ENGINE', 'udpEngine', udpEngine],
+  ['SIP_UDP_SHED_AGE_MS', 'udpShedAgeMs', int(0, 60_000)],
   ['SIP_TCP_PORT', 'tcpPort', port],
   ['SIP_TLS_PORT', 'tlsPort', port],
   ['SIP_WS_PORT', 'wsPort', port],

@@ -45,7 +45,7 @@ export function loadNativeUdp(): { addon: UdpBatchAddon } | { error: string } {
   if (process.env.SIP_EDGE_NATIVE === '0') return (loaded = { error: 'switched off (SIP_EDGE_NATIVE=0)' });
   try {
     const addon = createRequire(import.meta.url)(NATIVE_UDP_PATH.pathname) as UdpBatchAddon;
-    if (typeof addon.open !== 'function' || addon.ABI !== 1) return (loaded = { error: 'the built addon is of another version (run npm run build)' });
+    if (typeof addon.open !== 'function' || addon.ABI !== 2) return (loaded = { error: 'the built addon is of another version (run npm run build)' });
     loaded = { addon };
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
@@ -80,6 +80,8 @@ export interface NativeUdpStats {
   /** Datagrams waiting in the backlog now. */
   backlog: number;
   sendmmsgCalls: number;
+  /** Datagrams dropped unread because they waited longer than SIP_UDP_SHED_AGE_MS in the socket. */
+  shed: number;
 }
 
 const STAT_NAMES: Array<keyof NativeUdpStats> = [
@@ -120,6 +122,7 @@ export class NativeUdpTransport implements Transport {
   private sendCount = 0;
   private sendOff = 0;
   private flushScheduled = false;
+  private shed = 0;
   /** Inside onBatch: a stop() there closes the socket after the batch, not under the addon's feet. */
   private inBatch = false;
   private readonly v4Names = new Map<number, string>();
@@ -134,6 +137,11 @@ export class NativeUdpTransport implements Transport {
     private readonly log: Logger,
     private readonly maxMessageSize: number,
     private readonly addon: UdpBatchAddon,
+    /**
+     * SIP_UDP_SHED_AGE_MS (docs/udp-engine.md "Overload"): a datagram that waited longer
+     * than this in the socket's receive queue is dropped before it is parsed; 0 = never.
+     */
+    private readonly shedAgeMs: number = 0,
   ) {
     // A slot holds the largest datagram accepted; a larger one is truncated by the kernel,
     // counted and dropped (as node:dgram's path drops it after reading).
@@ -180,6 +188,7 @@ export class NativeUdpTransport implements Transport {
     const rw = this.rw;
     const localAddress = this.local.address;
     const localPort = this.local.port;
+    const shedUs = this.shedAgeMs * 1000;
     let failed = false;
     let failure: unknown;
     this.inBatch = true;
@@ -187,6 +196,12 @@ export class NativeUdpTransport implements Transport {
       const m = i * rw;
       const len = meta[m];
       if (len === 0 || len > this.maxMessageSize) continue;
+      if (shedUs > 0 && meta[m + 16] > shedUs) {
+        // Overload: its sender has retransmitted by now (or will); parsing this stale copy
+        // would only lengthen the queue the fresh ones wait in.
+        this.shed++;
+        continue;
+      }
       // A copy: the sink may keep the message (a body is a view of it) past this batch,
       // and the slot is overwritten by the next one.
       const start = i * size;
@@ -308,6 +323,7 @@ export class NativeUdpTransport implements Transport {
   stats(): NativeUdpStats {
     const out = {} as NativeUdpStats;
     STAT_NAMES.forEach((k, i) => (out[k] = this.statsView[i] ?? 0));
+    out.shed = this.shed;
     return out;
   }
 

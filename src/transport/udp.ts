@@ -66,6 +66,8 @@ export function createUdpTransport(
   log: Logger,
   maxMessageSize: number,
   setting: UdpEngineSetting = 'auto',
+  /** Native engine: drop datagrams that waited longer than this (ms) unread; 0 = never (SIP_UDP_SHED_AGE_MS). */
+  shedAgeMs = 0,
 ): Transport & { readonly engine: UdpEngine } {
   let { engine, reason } = resolveUdpEngine(setting);
   if (engine === 'native' && isIP(host) === 0) {
@@ -76,7 +78,7 @@ export function createUdpTransport(
   }
   if (engine === 'native') {
     const native = loadNativeUdp();
-    if ('addon' in native) return new NativeUdpTransport(host, port, sink, log, maxMessageSize, native.addon);
+    if ('addon' in native) return new NativeUdpTransport(host, port, sink, log, maxMessageSize, native.addon, shedAgeMs);
   }
   if (reason) log.info({ udpEngine: 'dgram', reason }, `udp engine: node:dgram; ${reason}`);
   return new UdpTransport(host, port, sink, log, maxMessageSize);

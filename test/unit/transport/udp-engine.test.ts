@@ -246,6 +246,28 @@ describe.runIf('addon' in native)('native engine only', () => {
     expect(st.dropped).toBe(0);
   });
 
+  it('SIP_UDP_SHED_AGE_MS: datagrams that waited longer unread are dropped before the sink and counted; fresh ones pass', async () => {
+    const s = collect();
+    const t = createUdpTransport('127.0.0.1', 0, s, log, 65535, 'native', 150) as NativeUdpTransport;
+    const bound = await t.start();
+    open.push(() => t.stop());
+    const c = await client();
+    open.push(() => c.close());
+    await new Promise<void>((resolve) => {
+      for (let i = 0; i < 5; i++) c.send(`old ${i}`, bound.port, '127.0.0.1', i === 4 ? () => {
+        // The event loop is busy for 300 ms while the five wait in the socket.
+        const end = Date.now() + 300;
+        while (Date.now() < end);
+        resolve();
+      } : undefined);
+    });
+    for (let i = 0; i < 3; i++) c.send(`new ${i}`, bound.port, '127.0.0.1');
+    await until('the fresh datagrams', () => (s.got.length >= 3 ? true : undefined));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(s.got.map((g) => g.data.toString())).toEqual(['new 0', 'new 1', 'new 2']);
+    expect(t.stats().shed).toBe(5);
+  });
+
   it('auto with SIP_HOST a name (not an address) takes node:dgram, which looks it up; native refuses it', async () => {
     const t = createUdpTransport('localhost', 0, collect(), log, 65535, 'auto');
     expect(t).toBeInstanceOf(UdpTransport);
