@@ -12,6 +12,7 @@
 //        edge-redis-dgram,edge-redis-native] [--rates=1000,6000] [--step=10] [--warm=4]
 //        [--repeat=2] [--ladder] [--ladder-rates=4000,6000,8000,10000,12000,14000,16000]
 //        [--users=10000] [--sources=call|process] [--node=…] [--nice=-10] [--no-build]
+//        [--shed-ms=300] (system edge-memory-native-shed: SIP_UDP_SHED_AGE_MS)
 //
 // Writes bench/results/<date>-<time>-udp-engine.{md,json}. Never part of `npm test`.
 import { execFileSync, execSync } from 'node:child_process';
@@ -51,6 +52,7 @@ const opts = {
   nice: Number(option('nice', '-10')),
   build: option('build', '1') === '1',
   edgeWorkers: option('edge-workers', '2'),
+  shedMs: option('shed-ms', '300'),
 };
 const sippTransport = opts.sources === 'process' ? 'u1' : 'un';
 
@@ -58,6 +60,8 @@ const SYSTEMS = {
   'kamailio-memory': { kind: 'kamailio', label: 'Kamailio, usrloc in memory' },
   'edge-memory-dgram': { kind: 'edge', store: 'memory', engine: 'dgram', label: 'edge embedded, node:dgram' },
   'edge-memory-native': { kind: 'edge', store: 'memory', engine: 'native', label: 'edge embedded, native engine' },
+  // The native engine shedding datagrams that waited longer than --shed-ms unread (docs/udp-engine.md "Overload").
+  'edge-memory-native-shed': { kind: 'edge', store: 'memory', engine: 'native', shed: true, label: 'edge embedded, native, SIP_UDP_SHED_AGE_MS' },
   'edge-redis-dgram': { kind: 'edge', store: 'redis', engine: 'dgram', workers: true, label: 'edge on Redis (2 workers), node:dgram' },
   'edge-redis-native': { kind: 'edge', store: 'redis', engine: 'native', workers: true, label: 'edge on Redis (2 workers), native engine' },
 };
@@ -74,7 +78,7 @@ async function withSystem(sys, { redis, users, tmp, preload }, fn) {
     server = await startKamailio({ root: ROOT, tmp, variant: 'memory', users, domain, redis, redisDb: 1, children: 2 });
   } else {
     if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
-    const env = { SIP_UDP_ENGINE: def.engine, ...(def.workers ? { SIP_WORKERS: opts.edgeWorkers } : {}) };
+    const env = { SIP_UDP_ENGINE: def.engine, ...(def.workers ? { SIP_WORKERS: opts.edgeWorkers } : {}), ...(def.shed ? { SIP_UDP_SHED_AGE_MS: opts.shedMs } : {}) };
     server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), listeners: ['udp'], env, node: opts.node });
     const logText = readFileSync(server.logFile, 'utf8');
     const engines = [...logText.matchAll(/"udpEngine":"(\w+)"/g)].map((m) => m[1]);
