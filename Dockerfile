@@ -2,9 +2,14 @@
 # Node 26: the Active LTS line (since 2026-10-28). The code also runs on Node 20 and 22; with
 # SIP_WORKERS > 1, Node ≥ 22.12 gives each worker its own UDP socket (docs/workers.md).
 FROM node:26-bookworm-slim AS build
+# gcc + libc headers build the batched UDP engine (native/, docs/udp-engine.md) at `npm ci`
+# against this Node's own include/node; without them the image runs UDP on node:dgram.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
-RUN npm ci --no-audit --no-fund
+COPY scripts ./scripts
+COPY native ./native
+RUN rm -rf native/build && npm ci --no-audit --no-fund && mkdir -p native/build
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
@@ -16,6 +21,7 @@ WORKDIR /app
 ENV NODE_ENV=production SIP_HOST=:: HTTP_HOST=::
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/native/build ./native/build
 COPY package.json ./
 COPY config ./config
 USER node

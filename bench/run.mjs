@@ -83,7 +83,7 @@ const list = (v) => String(v).split(',').map((s) => s.trim()).filter(Boolean);
 const opts = {
   parts: list(option('parts', 'ladder,api,profile,wss')),
   // Kamailio with db_redis first: its ladder is short (≈2,000/s) and must never be the one the budget cuts.
-  systems: list(option('systems', 'kamailio-redis,edge-redis,edge-memory,edge-memory-2w,kamailio-memory')),
+  systems: list(option('systems', 'kamailio-redis,edge-redis,edge-redis-dgram,edge-memory,edge-memory-dgram,edge-memory-2w,kamailio-memory')),
   transports: list(option('transports', 'udp,tcp')),
   rates: list(option('rates', '1000,2000,3000,4000,5000,6000,8000,10000,12000,14000,16000,20000,24000')).map(Number),
   stepS: Number(option('step', '15')),
@@ -186,8 +186,12 @@ function versions() {
 
 // ---------- ladder ----------
 const SYSTEMS = {
+  // SIP_UDP_ENGINE=auto (the default): the native batched engine where it is built (docs/udp-engine.md).
   'edge-redis': { kind: 'edge', store: 'redis', label: 'sip-edge, Redis store' },
   'edge-memory': { kind: 'edge', store: 'memory', label: 'sip-edge, embedded store' },
+  // The same with node:dgram (issue 27: both engines in one run); UDP only.
+  'edge-redis-dgram': { kind: 'edge', store: 'redis', engine: 'dgram', transports: ['udp'], label: 'sip-edge, Redis store, node:dgram' },
+  'edge-memory-dgram': { kind: 'edge', store: 'memory', engine: 'dgram', transports: ['udp'], label: 'sip-edge, embedded store, node:dgram' },
   // SIP_WORKERS=2 with no Redis: the node's own store process (docs/workers.md); UDP only.
   'edge-memory-2w': { kind: 'edge', store: 'memory', workers: '2', transports: ['udp'], label: 'sip-edge, embedded, SIP_WORKERS=2 (store process)' },
   'kamailio-memory': { kind: 'kamailio', variant: 'memory', label: 'Kamailio, usrloc db_mode 0 (memory)' },
@@ -296,7 +300,10 @@ async function main() {
       log(`=== ${sys}: ${def.label}`);
       if (def.kind === 'edge') {
         if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
-        const env = def.workers ? { SIP_WORKERS: def.workers } : def.store === 'redis' && opts.edgeWorkers ? { SIP_WORKERS: opts.edgeWorkers } : {};
+        const env = {
+          ...(def.workers ? { SIP_WORKERS: def.workers } : def.store === 'redis' && opts.edgeWorkers ? { SIP_WORKERS: opts.edgeWorkers } : {}),
+          ...(def.engine ? { SIP_UDP_ENGINE: def.engine } : {}),
+        };
         server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), env, node: opts.node });
         account = await createAccount(server, sys);
         const t = Date.now();

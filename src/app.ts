@@ -25,7 +25,7 @@ import { REDIS_STORE_CLIENT_OPTIONS } from './store/redis/client.js';
 import { RedisCredentialStore } from './store/credentials/redis.js';
 import { RedisLocationStore } from './store/location/redis.js';
 import type { BoundAddress, Flow, SipTransportName, Transport } from './transport/types.js';
-import { UdpTransport } from './transport/udp.js';
+import { createUdpTransport } from './transport/udp.js';
 import { StreamTransport } from './transport/stream.js';
 import { WsTransport } from './transport/ws.js';
 import { loadTlsCredentials } from './transport/tls-credentials.js';
@@ -385,7 +385,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     },
   };
   if (config.udpPort !== null) {
-    transports.set('udp', new UdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize));
+    transports.set('udp', createUdpTransport(config.sipHost, config.udpPort, router, sipLog, config.maxMessageSize, config.udpEngine, config.udpShedAgeMs));
   }
   if (config.tcpPort !== null) transports.set('tcp', new StreamTransport('tcp', { ...stream, port: config.tcpPort }, router, sipLog));
   if (config.tlsPort !== null && tlsCreds) {

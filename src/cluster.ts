@@ -106,7 +106,7 @@ export function runPrimary(
   if (dev) env.SIP_EDGE_DEV_PARTNER_TOKEN = dev.authToken;
   // The generated operator token (docs/billing.md "Funding"): one for every worker.
   if (config.adminTokenGenerated && config.adminAuthToken) env.ADMIN_AUTH_TOKEN = config.adminAuthToken;
-  const udpMode = udpWorkerMode();
+  const udpMode = udpWorkerMode(config.udpEngine);
   if (config.udpPort !== null) {
     log.info(
       { udpMode, node: process.versions.node, workers: config.workers },

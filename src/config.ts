@@ -26,6 +26,8 @@ export interface MediaEngineAddress {
  * `never` none (SDP passed through untouched).
  */
 export type MediaRelayMode = 'bridge' | 'always' | 'never';
+/** How UDP datagrams are received and sent (docs/udp-engine.md). */
+export type UdpEngineSetting = 'native' | 'dgram' | 'auto';
 
 export interface PartnerConfig {
   id: string;
@@ -51,6 +53,18 @@ export interface Config {
   /** Address written into our own Via/Record-Route/Contact when it must be routable. @default derived from sipHost */
   sipAdvertisedHost: string | null;
   /** @default 5060 */ udpPort: PortSetting;
+  /**
+   * SIP_UDP_ENGINE (docs/udp-engine.md): `native` = the batched recvmmsg/sendmmsg addon
+   * (start-up fails when it is not built), `dgram` = node:dgram, `auto` = native when it
+   * loads, else node:dgram with one log line. @default 'auto'
+   */
+  udpEngine: UdpEngineSetting;
+  /**
+   * SIP_UDP_SHED_AGE_MS (docs/udp-engine.md "Overload"): the native engine drops, unparsed,
+   * a datagram that waited longer than this in the socket's receive queue; 0 = never
+   * (node:dgram cannot tell a datagram's age). @default 0
+   */
+  udpShedAgeMs: number;
   /** @default 5060 */ tcpPort: PortSetting;
   /** @default 5061 */ tlsPort: PortSetting;
   /** @default 5066 */ wsPort: PortSetting;
@@ -261,6 +275,8 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   sipHost: '0.0.0.0',
   sipAdvertisedHost: null,
   udpPort: 5060,
+  udpEngine: 'auto' as UdpEngineSetting,
+  udpShedAgeMs: 0,
   tcpPort: 5060,
   tlsPort: 5061,
   wsPort: 5066,
@@ -339,6 +355,8 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['SIP_HOST', 'sipHost', str],
   ['SIP_ADVERTISED_HOST', 'sipAdvertisedHost', str],
   ['SIP_UDP_PORT', 'udpPort', port],
+  ['SIP_UDP_ENGINE', 'udpEngine', udpEngine],
+  ['SIP_UDP_SHED_AGE_MS', 'udpShedAgeMs', int(0, 60_000)],
   ['SIP_TCP_PORT', 'tcpPort', port],
   ['SIP_TLS_PORT', 'tlsPort', port],
   ['SIP_WS_PORT', 'wsPort', port],
@@ -582,6 +600,11 @@ function engineList(v: string, name: string): MediaEngineAddress[] | null {
   });
   if (out.every((e) => e.weight === 0)) throw new ConfigError(`${name}: every engine has weight 0, so no call could be relayed`);
   return out;
+}
+function udpEngine(v: string, name: string): UdpEngineSetting {
+  const t = v.trim().toLowerCase();
+  if (t === 'native' || t === 'dgram' || t === 'auto') return t;
+  throw new ConfigError(`${name} must be native, dgram or auto, got "${v}"`);
 }
 function mediaRelay(v: string, name: string): MediaRelayMode {
   const t = v.trim().toLowerCase();

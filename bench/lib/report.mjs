@@ -4,6 +4,8 @@ const LABELS = {
   'edge-redis': 'sip-edge, Redis store',
   'edge-memory': 'sip-edge, embedded store',
   'edge-memory-2w': 'sip-edge, embedded, SIP_WORKERS=2 (store process)',
+  'edge-redis-dgram': 'sip-edge, Redis store, node:dgram',
+  'edge-memory-dgram': 'sip-edge, embedded store, node:dgram',
   'kamailio-memory': 'Kamailio, usrloc db_mode 0 (memory)',
   'kamailio-redis': 'Kamailio, usrloc db_mode 1 write-through to db_redis',
 };
@@ -192,6 +194,32 @@ export function renderReport(r) {
   }
   out.push(`| 15 s steps at least, 10,000 distinct users, the same scenario for every server | ${r.opts.stepS} s steps, ${int(r.opts.users)} users | ${yes(r.opts.stepS >= 15 && r.opts.users >= 10000)} |`);
   out.push('');
+
+  // ---- targets of issue 27 (UDP engines; docs/udp-engine.md) ----
+  if (r.ladders['edge-memory-dgram'] || r.ladders['edge-redis-dgram']) {
+    out.push('## Targets of issue 27 (UDP engines)');
+    out.push('');
+    out.push('`edge-memory` and `edge-redis` run SIP_UDP_ENGINE=auto (the native engine where it is built); the `-dgram` systems node:dgram. UDP, CPU per registration as above.');
+    out.push('');
+    out.push('| target | measured | |');
+    out.push('|---|---|---|');
+    for (const [label, sys, limit] of [
+      ['edge embedded / Kamailio in memory ≤ 1.5× at 6,000/s, native', 'edge-memory', 1.5],
+      ['edge embedded / Kamailio in memory at 6,000/s, node:dgram', 'edge-memory-dgram', 1.5],
+      ['edge on Redis (edge + Redis) / Kamailio in memory ≤ 2.5× at 6,000/s, native', 'edge-redis', 2.5],
+      ['edge on Redis (edge + Redis) / Kamailio in memory at 6,000/s, node:dgram', 'edge-redis-dgram', 2.5],
+    ]) {
+      const e = stepAt(sys, 'udp', 6000);
+      const k = stepAt('kamailio-memory', 'udp', 6000);
+      const q = e && k ? usPerReg(e) / usPerReg(k) : null;
+      out.push(`| ${label} | ${q === null ? '— (a step at 6,000/s is missing)' : `${int(usPerReg(e))} µs vs ${int(usPerReg(k))} µs = ${f2(q)}×`} | ${yes(q === null ? null : q <= limit)} |`);
+    }
+    for (const sys of ['edge-redis', 'edge-redis-dgram']) {
+      const q = ratio(top(r, sys, 'udp'), top(r, 'kamailio-memory', 'udp'));
+      out.push(`| sustained UDP, ${sys} / Kamailio in memory ≥ 0.75× | ${q === null ? '— (no known top)' : `${f2(q)}× (${topText(r, sys, 'udp')} vs ${topText(r, 'kamailio-memory', 'udp')})`} | ${yes(q === null ? null : q >= 0.75)} |`);
+    }
+    out.push('');
+  }
   out.push(...whyNot(r, stepAt, usPerReg, halves));
 
   // ---- ladder details ----

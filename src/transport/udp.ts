@@ -1,7 +1,9 @@
 import cluster from 'node:cluster';
 import dgram from 'node:dgram';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
+import type { UdpEngineSetting } from '../config.js';
 import type { Logger } from '../logger.js';
+import { loadNativeUdp, NativeUdpTransport } from './udp-native.js';
 import { normalizeAddress, type BoundAddress, type Flow, type MessageSink, type Transport } from './types.js';
 
 /**
@@ -25,14 +27,67 @@ export function dgramHasReusePort(versions: string = process.versions.node, plat
   return version && (platform === 'linux' || platform === 'freebsd');
 }
 
-/** The UDP mode workers use on this runtime. */
-export function udpWorkerMode(): UdpWorkerMode {
-  return dgramHasReusePort() ? 'reuseport' : 'shared';
+/**
+ * The UDP mode workers use on this runtime with this engine setting: the native
+ * engine sets SO_REUSEPORT itself on any Node, so SIP_UDP_ENGINE=native gives
+ * `reuseport` on Node 20 too; `auto` keeps node:dgram's choice (on Node 20 the
+ * workers then share the primary's dgram socket, see {@link resolveUdpEngine}).
+ */
+export function udpWorkerMode(engine: UdpEngineSetting = 'auto'): UdpWorkerMode {
+  if (dgramHasReusePort()) return 'reuseport';
+  return engine === 'native' && 'addon' in loadNativeUdp() ? 'reuseport' : 'shared';
+}
+
+export type UdpEngine = 'native' | 'dgram';
+
+/**
+ * Which engine this process uses (docs/udp-engine.md) and, when `auto` falls back to
+ * node:dgram, why. `native` without the addon throws (a configuration the operator
+ * asked for cannot be met).
+ */
+export function resolveUdpEngine(setting: UdpEngineSetting, isWorker: boolean = cluster.isWorker): { engine: UdpEngine; reason: string | null } {
+  if (setting === 'dgram') return { engine: 'dgram', reason: null };
+  const native = loadNativeUdp();
+  if (setting === 'native') {
+    if ('error' in native) throw new Error(`SIP_UDP_ENGINE=native: the native UDP engine is ${native.error}`);
+    return { engine: 'native', reason: null };
+  }
+  if ('error' in native) return { engine: 'dgram', reason: `the native UDP engine is ${native.error}` };
+  // `shared` mode: the primary opened one dgram socket for every worker; joining it is dgram's.
+  if (isWorker && !dgramHasReusePort()) return { engine: 'dgram', reason: 'the workers share the primary\'s socket on this Node (no dgram reusePort)' };
+  return { engine: 'native', reason: null };
+}
+
+/** The UDP transport of the configured engine; a fallback from `auto` is logged once. */
+export function createUdpTransport(
+  host: string,
+  port: number,
+  sink: MessageSink,
+  log: Logger,
+  maxMessageSize: number,
+  setting: UdpEngineSetting = 'auto',
+  /** Native engine: drop datagrams that waited longer than this (ms) unread; 0 = never (SIP_UDP_SHED_AGE_MS). */
+  shedAgeMs = 0,
+): Transport & { readonly engine: UdpEngine } {
+  let { engine, reason } = resolveUdpEngine(setting);
+  if (engine === 'native' && isIP(host) === 0) {
+    // The addon binds an address literal; node:dgram looks a name up.
+    if (setting === 'native') throw new Error(`SIP_UDP_ENGINE=native: SIP_HOST must be an IP address, got "${host}"`);
+    engine = 'dgram';
+    reason = `SIP_HOST "${host}" is a name (the native UDP engine binds an IP address)`;
+  }
+  if (engine === 'native') {
+    const native = loadNativeUdp();
+    if ('addon' in native) return new NativeUdpTransport(host, port, sink, log, maxMessageSize, native.addon, shedAgeMs);
+  }
+  if (reason) log.info({ udpEngine: 'dgram', reason }, `udp engine: node:dgram; ${reason}`);
+  return new UdpTransport(host, port, sink, log, maxMessageSize);
 }
 
 /** SIP over UDP: one datagram is one message (RFC 3261 §18.1.1, §18.2.1). */
 export class UdpTransport implements Transport {
   readonly name = 'udp' as const;
+  readonly engine = 'dgram' as const;
   private socket: dgram.Socket | null = null;
   private local: BoundAddress = { address: '', port: 0 };
   /** A dual-stack udp6 socket reaches IPv4 peers through IPv4-mapped addresses. */
