@@ -2,16 +2,17 @@
 # Node 26: the Active LTS line (since 2026-10-28). The code also runs on Node 20 and 22; with
 # SIP_WORKERS > 1, Node ≥ 22.12 gives each worker its own UDP socket (docs/workers.md).
 FROM node:26-bookworm-slim AS build
-# gcc + libc headers build the batched UDP engine (native/, docs/udp-engine.md) at `npm ci`
+# gcc + libc headers build the batched UDP engine (src/transport/native/, docs/udp-engine.md) at `npm ci`
 # against this Node's own include/node; without them the image runs UDP on node:dgram.
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
-COPY scripts ./scripts
-COPY native ./native
-RUN rm -rf native/build && npm ci --no-audit --no-fund && mkdir -p native/build
+# The install script (the engine's build) runs at npm ci: its folder first.
+COPY src/transport/native ./src/transport/native
+RUN rm -rf src/transport/native/build && npm ci --no-audit --no-fund
 COPY src ./src
-RUN npm run build && npm prune --omit=dev
+# Never an addon built on the host: `npm run build` builds it here (and the TypeScript).
+RUN rm -rf src/transport/native/build && npm run build && mkdir -p src/transport/native/build && npm prune --omit=dev
 
 FROM node:26-bookworm-slim
 # openssl makes the development certificate when TLS_CERT_FILE/TLS_KEY_FILE are not given;
@@ -21,7 +22,7 @@ WORKDIR /app
 ENV NODE_ENV=production SIP_HOST=:: HTTP_HOST=::
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-COPY --from=build /app/native/build ./native/build
+COPY --from=build /app/src/transport/native/build ./src/transport/native/build
 COPY package.json ./
 COPY config ./config
 USER node

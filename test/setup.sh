@@ -5,7 +5,8 @@
 # baresip (the softphone of test/e2e/softphone.test.ts; without recommends: no GUI or video modules),
 # iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts),
 # rtpengine-daemon (the media relay of test/integration/rtpengine-ng.test.ts, run in userspace mode
-# by test/support/rtpengine.mjs: no kernel module; its packaged service is not used);
+# by test/support/rtpengine.mjs: no kernel module; its packaged service is not used), gcc and
+# libc6-dev (npm ci builds the native UDP engine with them, so its tests run);
 # then the current Node LTS binary (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,8 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ -x /usr/bin/baresip ] || need+=(baresip)
 { command -v ip && command -v tc; } >/dev/null 2>&1 || need+=(iproute2)
 [ -x /usr/bin/rtpengine ] || need+=(rtpengine-daemon)
+# A C compiler and libc headers: npm ci builds the batched UDP engine (docs/udp-engine.md).
+{ command -v cc && [ -f /usr/include/stdio.h ]; } >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""

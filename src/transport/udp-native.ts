@@ -7,7 +7,7 @@ import type { BoundAddress, Flow, MessageSink, Transport } from './types.js';
 
 /**
  * The batched UDP engine (issue 27, docs/udp-engine.md): the native addon of
- * `native/udp_batch.c` owns the socket, drains it with recvmmsg into one slab per
+ * `native/udp_batch.c` (this folder's) owns the socket, drains it with recvmmsg into one slab per
  * wake-up and calls {@link NativeUdpTransport} once per batch; replies written during
  * a tick leave together with one sendmmsg.
  */
@@ -33,8 +33,8 @@ interface UdpBatchAddon {
   ABI: number;
 }
 
-/** Where the addon is built (scripts/build-native.mjs), from src/transport or dist/transport. */
-export const NATIVE_UDP_PATH = new URL('../../native/build/udp_batch.node', import.meta.url);
+/** Where the addon is built (src/transport/native/build.mjs), reached from src/transport or dist/transport. */
+export const NATIVE_UDP_PATH = new URL('../../src/transport/native/build/udp_batch.node', import.meta.url);
 
 let loaded: { addon: UdpBatchAddon } | { error: string } | null = null;
 
@@ -52,7 +52,7 @@ export function loadNativeUdp(): { addon: UdpBatchAddon } | { error: string } {
     loaded = {
       error:
         e.code === 'MODULE_NOT_FOUND'
-          ? 'not built (no C compiler or Node-API headers at install; scripts/build-native.mjs says why)'
+          ? 'not built (no C compiler or Node-API headers at install; src/transport/native/build.mjs says why)'
           : `does not load: ${e.message.split('\n')[0]}`,
     };
   }

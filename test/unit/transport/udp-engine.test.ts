@@ -14,7 +14,7 @@ import { until } from '../../support/wait.js';
 
 const log = createLogger('silent');
 const native = loadNativeUdp();
-/** The engines of this machine: node:dgram always, native where scripts/build-native.mjs built it. */
+/** The engines of this machine: node:dgram always, native where src/transport/native/build.mjs built it. */
 export const UDP_ENGINES: UdpEngine[] = 'addon' in native ? ['dgram', 'native'] : ['dgram'];
 
 function make(engine: UdpEngine, sink: MessageSink, host = '127.0.0.1', max = 65535): Transport & { readonly engine: UdpEngine } {

@@ -1,5 +1,5 @@
 // Exercises the raw addon API (open on 127.0.0.1 and on ::, receive with truncation, IPv6 peers,
-// sendmmsg with forced EAGAIN → backlog → writable drain, double close) for scripts/native-asan.sh,
+// sendmmsg with forced EAGAIN → backlog → writable drain, double close) for src/transport/native/asan.sh,
 // which runs it under AddressSanitizer and UBSan. Exits 1 when nothing went through.
 const dgram = require('dgram');
 const m = { exports: {} }; process.dlopen(m, process.argv[2]); const a = m.exports;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Builds the batched UDP engine (native/udp_batch.c → native/build/udp_batch.node;
+// Builds the batched UDP engine (src/transport/native/udp_batch.c → src/transport/native/build/udp_batch.node;
 // docs/udp-engine.md). Runs at `npm ci` / `npm install` (package.json "install") and in
 // `npm run build` (only when the source changed). It never fails the install: without a
 // C compiler, Node-API headers or Linux, it prints one line and the server runs on
@@ -8,7 +8,7 @@
 // Node's own include/node (official builds and Debian's nodejs ship it), else
 // npm_config_nodedir, else the LTS runtime test/setup.sh unpacked from the npm registry.
 //
-//   node scripts/build-native.mjs [--force] [--strict] [--quiet]
+//   node src/transport/native/build.mjs [--force] [--strict] [--quiet]
 //   --strict: exit 1 when it cannot build (CI of the engine itself).
 //   SIP_EDGE_NATIVE=0 skips the build; CC names the compiler (default cc).
 import { spawnSync } from 'node:child_process';
@@ -17,9 +17,10 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const src = join(root, 'native', 'udp_batch.c');
-const outDir = join(root, 'native', 'build');
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..', '..', '..');
+const src = join(here, 'udp_batch.c');
+const outDir = join(here, 'build');
 const out = join(outDir, 'udp_batch.node');
 const args = new Set(process.argv.slice(2));
 const force = args.has('--force');
