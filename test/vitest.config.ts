@@ -44,6 +44,24 @@ export const WAIT_FILES = [
   'test/integration/operability.test.ts',
 ];
 
+/**
+ * The platform's suites (the HTTP API, money, numbers and trunks, calls to and from the
+ * phone network): lane "platform", split off "rest" when that outgrew the 5-minute budget.
+ * In-process API work and a few SIPp calls at a time; nothing that loads the machine.
+ */
+export const PLATFORM_FILES = [
+  'test/integration/trunks-calls.test.ts',
+  'test/integration/numbers-api.test.ts',
+  'test/integration/trunks-api.test.ts',
+  'test/contract/numbers.test.ts',
+  'test/contract/trunks.test.ts',
+  'test/contract/ledger.test.ts',
+  'test/api/endpoints.test.ts',
+  'test/api/billing.test.ts',
+  'test/api/tenancy.test.ts',
+  'test/integration/billing-fleet.test.ts',
+];
+
 const common = {
   testTimeout: 30_000,
   hookTimeout: 60_000,
@@ -61,9 +79,10 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'load', include: LOAD_FILES } },
       { extends: true, test: { name: 'wait', include: WAIT_FILES } },
+      { extends: true, test: { name: 'platform', include: PLATFORM_FILES } },
       {
         extends: true,
-        test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', 'test/unit/**', 'test/conformance/**', ...LOAD_FILES, ...WAIT_FILES] },
+        test: { name: 'rest', include: ['test/**/*.test.ts'], exclude: ['test/.tmp/**', 'node_modules/**', 'test/unit/**', 'test/conformance/**', ...LOAD_FILES, ...WAIT_FILES, ...PLATFORM_FILES] },
       },
       // Pure unit and conformance files (no servers, no sockets) share one worker without
       // re-importing modules per file (isolate: false): 22 s → 8 s. Run in lane "rest".

@@ -62,7 +62,8 @@ export interface Edge {
   /** `http://127.0.0.1:<http port>` */
   base: string;
   /** A new customer account, created by the partner over the API. */
-  newAccount(): Promise<Account>;
+  /** A customer account of the development partner; `extra`: more fields of its create body (`cps_limit` …). */
+  newAccount(extra?: Record<string, unknown>): Promise<Account>;
   /** A new endpoint of `account`, created with the account's own credentials over the API. */
   newEndpoint(account: Account, username: string, opts?: EndpointOptions): Promise<Endpoint>;
   /** POST …/Endpoint/<id>/ (update); throws unless 2xx. */
@@ -130,13 +131,14 @@ export async function startEdge(env: Record<string, string> = {}, opts: { node?:
   const edge: Edge = {
     server,
     base,
-    async newAccount() {
+    async newAccount(extra = {}) {
       accounts++;
       const r = await call('POST', '/api/v1/partner/accounts', E2E_PARTNER, {
         name: `E2E customer ${accounts}`,
         email: `e2e${accounts}@example.test`,
         password: 'a-long-console-password',
         country: 'IN',
+        ...extra,
       });
       if (r.status !== 201) throw new Error(`POST /api/v1/partner/accounts: ${r.status} ${JSON.stringify(r.json)}`);
       return { authId: String(r.json.auth_id), authToken: String(r.json.auth_token), sipDomain: String(r.json.sip_domain) };
