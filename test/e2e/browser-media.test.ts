@@ -107,6 +107,16 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
   };
   const packets = async (page: Page): Promise<number> => Number(await page.locator('#rtp').getAttribute('data-packets'));
   const gone = (callId: string): Promise<true> => sessionGone(probe, engine.id, callId);
+  /** The page's incoming call is up and its inbound RTP packets rise over a second. */
+  const answeredWithMedia = async (page: Page, what: string): Promise<void> => {
+    await page.waitForSelector('#call[data-state="Established"]', { timeout: 15_000 });
+    await until('inbound RTP at the browser', async () => ((await packets(page)) > 0 ? true : undefined), 10_000);
+    const first = await packets(page);
+    await new Promise((r) => setTimeout(r, 1000));
+    const later = await packets(page);
+    console.log(`${what}: inbound RTP packets ${first} → ${later} over 1 s`);
+    expect(later).toBeGreaterThan(first);
+  };
 
   it('the browser calls a SIPp phone over UDP that echoes RTP: inbound packets rise during the call; the BYE ends the rtpengine session', async () => {
     const { page, errors } = await openPhone('webcaller');
@@ -172,13 +182,7 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
       timeoutMs: 60_000,
       extraArgs: ['-rtp_echo', '-mp', String(await freePort())],
     });
-    await page.waitForSelector('#call[data-state="Established"]', { timeout: 15_000 });
-    await until('inbound RTP at the browser', async () => ((await packets(page)) > 0 ? true : undefined), 10_000);
-    const first = await packets(page);
-    await new Promise((r) => setTimeout(r, 1000));
-    const later = await packets(page);
-    console.log(`SIPp (echo) → browser: inbound RTP packets ${first} → ${later} over 1 s`);
-    expect(later).toBeGreaterThan(first);
+    await answeredWithMedia(page, 'SIPp (echo) → browser');
     const r = await uac;
     expect(r.failed, r.errors).toBe(0);
     // The browser got rtpengine's ICE + DTLS offer: the 200 it sent back went to SIPp as plain RTP.
@@ -220,13 +224,7 @@ describe('headless Chromium calls a desk phone (SIPp) through rtpengine', () => 
       timeoutMs: 60_000,
       extraArgs: ['-rtp_echo', '-mp', String(await freePort())],
     });
-    await page.waitForSelector('#call[data-state="Established"]', { timeout: 15_000 });
-    await until('inbound RTP at the browser', async () => ((await packets(page)) > 0 ? true : undefined), 10_000);
-    const first = await packets(page);
-    await new Promise((r) => setTimeout(r, 1000));
-    const later = await packets(page);
-    console.log(`carrier (echo) → number → browser: inbound RTP packets ${first} → ${later} over 1 s`);
-    expect(later).toBeGreaterThan(first);
+    await answeredWithMedia(page, 'carrier (echo) → number → browser');
     const r = await carrier;
     expect(r.failed, r.errors).toBe(0);
     expect(r.successful).toBe(1);
