@@ -332,6 +332,34 @@ describe('trunks and numbers on the wire', () => {
       }
     }, 30_000);
 
+    it('forwards a call to a number routed to a trunk out through that trunk\'s gateway, the PSTN caller ID passed on', async () => {
+      const fwd = await trunk('OUTBOUND');
+      const gw = await carrier('127.0.0.8', 'carrier-uas.xml');
+      await gateway(fwd, `sip:127.0.0.8:${gw.port}`, 1);
+      await ok('POST', `${base()}/numbers/${enc(NUMBER)}/assign`, { trunk_group_id: fwd });
+      try {
+        const pstn = await runSipp({
+          scenario: 'carrier-uac.xml',
+          port: edge.server.ports.udp as number,
+          transport: 'udp',
+          users: [{ user: 'carrier', domain: 'carrier.example', password: 'x' }],
+          calls: 1,
+          localIp: '127.0.0.9',
+          keys: { dialled: NUMBER },
+          timeoutMs: 30_000,
+        });
+        const g = await gw.run;
+        expect(pstn.errors).toBe('');
+        expect(pstn.successful).toBe(1);
+        expect(g.successful, g.errors).toBe(1);
+        const invite = invitesIn(g.messages)[0] ?? '';
+        expect(invite).toMatch(new RegExp(`^INVITE sip:\\${NUMBER}@127\\.0\\.0\\.8:${gw.port} SIP/2\\.0`, 'm'));
+        expect(invite).toMatch(/^From: <sip:\+14155550123@/im);
+      } finally {
+        await ok('POST', `${base()}/numbers/${enc(NUMBER)}/endpoint`, { endpoint_id: callee.endpointId });
+      }
+    }, 30_000);
+
     it('holds a trunk to its max_concurrent_calls: the next call gets 503 with Retry-After until one ends', async () => {
       const port = edge.server.ports.udp as number;
       const phone = await TestUa.start(port, callee);
