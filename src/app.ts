@@ -54,6 +54,7 @@ import { MediaRelay } from './proxy/media-relay.js';
 import { createBilling, type Billing } from './billing/index.js';
 import { createTrunks, type Trunks } from './trunks/index.js';
 import { createNumbers, type Numbers } from './numbers/index.js';
+import { createKyc } from './kyc/index.js';
 import { createRouting } from './routing/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
@@ -256,6 +257,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     numbersUsing: (authId, trunkId) => numbers.numbersUsingTrunk(authId, trunkId),
   });
   const numbers = createNumbers({ config, redis, ledger: billing.ledger, directory, trunks, log: log.child({ component: 'numbers' }) });
+  // Sub-account KYC (docs/kyc.md): writes kyc_calls_blocked through the directory, which the edge's policy reads.
+  const kyc = createKyc({ config, redis, directory, log: log.child({ component: 'kyc' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
@@ -453,6 +456,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           billing,
           numbers,
           trunks,
+          kyc,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,

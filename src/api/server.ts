@@ -43,6 +43,8 @@ import { registerPartnerMoneyRoutes } from './partner-money.js';
 import { createNumbers, type Numbers } from '../numbers/index.js';
 import { registerNumberRoutes } from './numbers.js';
 import { registerTrunkRoutes } from './trunks.js';
+import { registerKycRoutes } from './kyc.js';
+import { createKyc, type Kyc } from '../kyc/index.js';
 import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
 
@@ -68,6 +70,8 @@ export interface ApiServerDeps {
   numbers?: Numbers;
   /** SIP trunks (docs/trunks.md); an embedded one (on `redis` when given) when absent. */
   trunks?: Trunks;
+  /** Sub-account KYC (docs/kyc.md); one of its own (on `redis` when given) when absent. */
+  kyc?: Kyc;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -215,6 +219,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, trunks, log });
     await numbers.reload();
   }
+  const kyc = deps.kyc ?? createKyc({ config: deps.config, redis: deps.redis ?? null, directory: deps.directory, log });
   const ctx: ApiContext = {
     config: deps.config,
     log,
@@ -225,6 +230,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     billing,
     numbers,
     trunks,
+    kyc,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -346,5 +352,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerPartnerMoneyRoutes(app, ctx);
   registerNumberRoutes(app, ctx);
   registerTrunkRoutes(app, ctx);
+  registerKycRoutes(app, ctx);
   return app;
 }
