@@ -61,6 +61,7 @@ export const PLATFORM_FILES = [
   'test/api/tenancy.test.ts',
   'test/integration/billing-fleet.test.ts',
   'test/contract/kyc.test.ts',
+  'test/integration/kyc-api.test.ts',
 ];
 
 const common = {
