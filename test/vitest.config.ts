@@ -62,6 +62,7 @@ export const PLATFORM_FILES = [
   'test/integration/billing-fleet.test.ts',
   'test/contract/kyc.test.ts',
   'test/integration/kyc-api.test.ts',
+  'test/integration/kyc-calls.test.ts',
 ];
 
 const common = {
