@@ -32,6 +32,14 @@ const BODIES = {
   }),
 };
 
+/**
+ * KycVerificationResult exactly (spec; the SDK's model refuses other fields): no
+ * api_id, no overall_status (GET …/kyc/status has it).
+ */
+export function resultView(r: KycResult): Record<string, unknown> {
+  return { verification_type: r.verification_type, status: r.status, kyc_calls_blocked: r.kyc_calls_blocked, ...(r.mock ? { mock: true } : {}) };
+}
+
 /** A KycError as the API's refusal. */
 export function kycApiError(e: unknown): unknown {
   if (!(e instanceof KycError)) return e;
@@ -75,14 +83,13 @@ export function registerKycRoutes(app: FastifyInstance, ctx: ApiContext): void {
     };
     const mock = test ? { mock: true as const } : {};
     const verification = (route: string, body: object, input: (b: Record<string, unknown>) => VerifyInput): void => {
-      app.post(`${base}/${route}`, { schema: { params, body }, attachValidation: true, config }, async (req): Promise<KycResult & { api_id: string }> =>
-        run(req, async (parent, sub, b) => ({ api_id: req.id, ...(await ctx.kyc.verify(parent, sub, input(b), test)) })),
+      app.post(`${base}/${route}`, { schema: { params, body }, attachValidation: true, config }, async (req) =>
+        run(req, async (parent, sub, b) => resultView(await ctx.kyc.verify(parent, sub, input(b), test))),
       );
     };
 
-    app.get(`${base}/status`, { schema: { params }, config }, async (req) =>
-      run(req, async (parent, sub) => ({ api_id: req.id, ...(await ctx.kyc.status(parent, sub)), ...mock })),
-    );
+    // Status has no test-mode twin (as the SDK): test rows count in the one status.
+    if (!test) app.get(`${base}/status`, { schema: { params }, config }, async (req) => run(req, (parent, sub) => ctx.kyc.status(parent, sub)));
     verification('verify-pan', BODIES.pan, (b) => ({ type: 'pan', pan: String(b.pan) }));
     verification('verify-gst', BODIES.gst, (b) => ({ type: 'gst', gstin: String(b.gstin) }));
     verification('cin/confirm', BODIES.cinConfirm, (b) => ({ type: 'cin', companyName: String(b.company_name), cin: String(b.selected_cin) }));
@@ -99,10 +106,7 @@ export function registerKycRoutes(app: FastifyInstance, ctx: ApiContext): void {
     );
     if (test) {
       app.post(`${base}/finalize-pending`, { schema: { params, body: BODIES.finalize }, attachValidation: true, config }, async (req) =>
-        run(req, async (parent, sub, b) => ({
-          api_id: req.id,
-          ...(await ctx.kyc.finalizePending(parent, sub, b.verification_type as VerificationType, b.outcome as 'verified' | 'failed')),
-        })),
+        run(req, async (parent, sub, b) => resultView(await ctx.kyc.finalizePending(parent, sub, b.verification_type as VerificationType, b.outcome as 'verified' | 'failed'))),
       );
     }
   }
