@@ -258,7 +258,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   });
   const numbers = createNumbers({ config, redis, ledger: billing.ledger, directory, trunks, log: log.child({ component: 'numbers' }) });
   // Sub-account KYC (docs/kyc.md): writes kyc_calls_blocked through the directory, which the edge's policy reads.
-  const kyc = createKyc({ config, redis, directory, log: log.child({ component: 'kyc' }) });
+  const kyc = createKyc({ config, redis, directory, outbox: calls, log: log.child({ component: 'kyc' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({

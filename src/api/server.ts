@@ -43,7 +43,7 @@ import { registerPartnerMoneyRoutes } from './partner-money.js';
 import { createNumbers, type Numbers } from '../numbers/index.js';
 import { registerNumberRoutes } from './numbers.js';
 import { registerTrunkRoutes } from './trunks.js';
-import { registerKycRoutes } from './kyc.js';
+import { registerKycRoutes, registerKycSessionRoutes } from './kyc.js';
 import { createKyc, type Kyc } from '../kyc/index.js';
 import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
@@ -219,14 +219,15 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, trunks, log });
     await numbers.reload();
   }
-  const kyc = deps.kyc ?? createKyc({ config: deps.config, redis: deps.redis ?? null, directory: deps.directory, log });
+  const calls = deps.calls ?? new MemoryCallStore();
+  const kyc = deps.kyc ?? createKyc({ config: deps.config, redis: deps.redis ?? null, directory: deps.directory, outbox: calls, log });
   const ctx: ApiContext = {
     config: deps.config,
     log,
     location: deps.location,
     credentials: deps.credentials,
     directory: deps.directory,
-    calls: deps.calls ?? new MemoryCallStore(),
+    calls,
     billing,
     numbers,
     trunks,
@@ -353,5 +354,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerNumberRoutes(app, ctx);
   registerTrunkRoutes(app, ctx);
   registerKycRoutes(app, ctx);
+  registerKycSessionRoutes(app, ctx);
   return app;
 }

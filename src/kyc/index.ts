@@ -22,10 +22,13 @@ import { RedisKycStore } from '../store/kyc/redis.js';
 import { callsBlocked, overallStatus, requirementsFor, type OverallStatus } from './rules.js';
 import { cinProblem, gstinProblem, panProblem } from './validate.js';
 import { httpKycProvider, ProviderFailedError, ProviderTimeoutError, type CinMatch, type KycProvider } from './provider.js';
+import { createKycSessions, type KycSessions } from './sessions.js';
+import type { OutboxItem } from '../store/calls/calls.js';
 
 export type { VerificationType } from '../store/kyc/kyc.js';
 export { requirementsFor, overallStatus, callsBlocked } from './rules.js';
 export { httpKycProvider, type KycProvider } from './provider.js';
+export { SessionError, sessionView, RESEND_COOLDOWN_MS, type KycSessions } from './sessions.js';
 
 /** Why a KYC operation was refused; the API maps `kind` to a status. */
 export class KycError extends Error {
@@ -80,6 +83,8 @@ export type VerifyInput =
 
 export interface Kyc {
   readonly store: KycStore;
+  /** Partner KYC sessions and their hosted page (docs/kyc.md "KYC sessions"). */
+  readonly sessions: KycSessions;
   /** Whether real-mode checks have a provider. */
   readonly providerConfigured: boolean;
   /** SubAccountKycStatus of a sub-account of `parent` (KycError not_found). */
@@ -106,6 +111,8 @@ export interface KycDeps {
   store?: KycStore;
   /** A provider in place of the one the config names (tests); null = none. */
   provider?: KycProvider | null;
+  /** The signed callback outbox the session webhooks go out on; none = no session webhooks. */
+  outbox?: { enqueue(item: OutboxItem): Promise<void> } | null;
   now?: () => number;
 }
 
@@ -202,8 +209,11 @@ export function createKyc(d: KycDeps): Kyc {
     return f(provider);
   };
 
+  const sessions = createKycSessions({ store, directory: d.directory, outbox: d.outbox ?? null, provider, production: d.config.production, log, now });
+
   return {
     store,
+    sessions,
     providerConfigured: provider !== null,
 
     async status(parent, sub) {

@@ -29,7 +29,7 @@ export interface VerificationRow {
   updatedAt: string;
 }
 
-export interface KycStore {
+export interface KycStore extends KycSessionStore {
   /** Write a row (new or changed) and make it the latest of its type for its sub-account. */
   put(row: VerificationRow): Promise<void>;
   /** The latest row of each type of a sub-account (types never verified are absent). */
@@ -51,4 +51,52 @@ export function maskValue(value: string): string {
 /** Rows in creation order (id ties broken by id). */
 export function byCreation(a: VerificationRow, b: VerificationRow): number {
   return a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** The status of a partner's KYC session (docs/kyc.md "KYC sessions"). */
+export type SessionStatus = 'email_sent' | 'link_ready' | 'opened' | 'in_progress' | 'kyc_completed' | 'revoked' | 'expired';
+
+/** Statuses after which a session does nothing more. */
+export const TERMINAL_SESSION: ReadonlySet<SessionStatus> = new Set(['kyc_completed', 'revoked', 'expired']);
+
+export interface KycSession {
+  id: string;
+  partnerId: string;
+  accountAuthId: string;
+  flowType: 'email' | 'redirect';
+  customerEmail: string | null;
+  redirectUrl: string | null;
+  webhookUrl: string | null;
+  status: SessionStatus;
+  /** The secret of the hosted page's URL (widget_url). */
+  token: string;
+  /** The business type the customer chose on the page (decides what is needed), null until then. */
+  businessType: string | null;
+  metadata: Record<string, unknown>;
+  revokeReason: string | null;
+  firstOpenedAt: string | null;
+  completedAt: string | null;
+  /** ms */
+  expiresAt: number;
+  /** When the link was last sent (create, resend), ms. */
+  lastSentAt: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A session that still counts as the account's active one at `now`. */
+export function sessionActive(s: KycSession, now: number): boolean {
+  return !TERMINAL_SESSION.has(s.status) && s.expiresAt > now;
+}
+
+/** The partner's KYC sessions; one active session per account. */
+export interface KycSessionStore {
+  /** Store a new session unless its account has an active one at `now` (then that one's id). */
+  createSession(s: KycSession, now: number): Promise<{ ok: true } | { ok: false; activeId: string }>;
+  getSession(id: string): Promise<KycSession | null>;
+  sessionByToken(token: string): Promise<KycSession | null>;
+  /** Replace `old` by `next` if the stored one is still `old` (compare-and-set); false when it changed. */
+  replaceSession(old: KycSession, next: KycSession): Promise<boolean>;
+  /** A partner's sessions, newest first. */
+  partnerSessions(partnerId: string): Promise<KycSession[]>;
 }

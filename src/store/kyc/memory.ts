@@ -1,4 +1,4 @@
-import { byCreation, type KycStore, type VerificationRow, type VerificationType } from './kyc.js';
+import { byCreation, sessionActive, type KycSession, type KycStore, type VerificationRow, type VerificationType } from './kyc.js';
 
 /** KYC rows in process memory (one node, development and tests). */
 export class MemoryKycStore implements KycStore {
@@ -31,6 +31,43 @@ export class MemoryKycStore implements KycStore {
   async clear(subAuthId: string): Promise<void> {
     this.#rows.delete(subAuthId);
     this.#latest.delete(subAuthId);
+  }
+
+  readonly #sessions = new Map<string, string>();
+  readonly #active = new Map<string, string>();
+  readonly #tokens = new Map<string, string>();
+
+  async createSession(s: KycSession, now: number): Promise<{ ok: true } | { ok: false; activeId: string }> {
+    const cur = this.#active.get(s.accountAuthId);
+    const curS = cur ? await this.getSession(cur) : null;
+    if (cur && curS && sessionActive(curS, now)) return { ok: false, activeId: cur };
+    this.#sessions.set(s.id, JSON.stringify(s));
+    this.#active.set(s.accountAuthId, s.id);
+    this.#tokens.set(s.token, s.id);
+    return { ok: true };
+  }
+
+  async getSession(id: string): Promise<KycSession | null> {
+    const j = this.#sessions.get(id);
+    return j ? (JSON.parse(j) as KycSession) : null;
+  }
+
+  async sessionByToken(token: string): Promise<KycSession | null> {
+    const id = this.#tokens.get(token);
+    return id ? this.getSession(id) : null;
+  }
+
+  async replaceSession(old: KycSession, next: KycSession): Promise<boolean> {
+    if (this.#sessions.get(old.id) !== JSON.stringify(old)) return false;
+    this.#sessions.set(next.id, JSON.stringify(next));
+    return true;
+  }
+
+  async partnerSessions(partnerId: string): Promise<KycSession[]> {
+    return [...this.#sessions.values()]
+      .map((j) => JSON.parse(j) as KycSession)
+      .filter((s) => s.partnerId === partnerId)
+      .reverse();
   }
 
   async close(): Promise<void> {}

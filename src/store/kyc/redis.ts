@@ -1,7 +1,32 @@
 import type { RedisClient } from '../redis/client.js';
 import { RedisBacked, type RedisStoreOptions } from '../redis/backed.js';
 import { jsonObject } from '../redis/json.js';
-import { byCreation, VERIFICATION_TYPES, type KycStore, type VerificationRow, type VerificationType } from './kyc.js';
+import { LuaScript } from '../redis/script.js';
+import { byCreation, VERIFICATION_TYPES, type KycSession, type KycStore, type VerificationRow, type VerificationType } from './kyc.js';
+
+/** KEYS[1] base. ARGV: id, account, json, token, partner, seq score, now ms. */
+const CREATE_SESSION = new LuaScript(`
+local b = KEYS[1]
+local cur = redis.call('HGET', b .. ':active', ARGV[2])
+if cur then
+  local j = redis.call('HGET', b .. ':s', cur)
+  if j then
+    local o = cjson.decode(j)
+    if o.status ~= 'kyc_completed' and o.status ~= 'revoked' and o.status ~= 'expired' and tonumber(o.expiresAt) > tonumber(ARGV[7]) then return cur end
+  end
+end
+redis.call('HSET', b .. ':s', ARGV[1], ARGV[3])
+redis.call('HSET', b .. ':active', ARGV[2], ARGV[1])
+redis.call('HSET', b .. ':tok', ARGV[4], ARGV[1])
+redis.call('ZADD', b .. ':p:' .. ARGV[5], ARGV[6], ARGV[1])
+return 'ok'`);
+
+/** KEYS[1] base. ARGV: id, old json, new json. */
+const REPLACE_SESSION = new LuaScript(`
+local b = KEYS[1]
+if (redis.call('HGET', b .. ':s', ARGV[1]) or '') ~= ARGV[2] then return 'conflict' end
+redis.call('HSET', b .. ':s', ARGV[1], ARGV[3])
+return 'ok'`);
 
 /**
  * KYC rows on Redis (single server, Sentinel master or Cluster). Everything of one
@@ -9,6 +34,14 @@ import { byCreation, VERIFICATION_TYPES, type KycStore, type VerificationRow, ty
  * "latest of its type" pointer) is one HSET in one slot:
  *
  *     <p>kyc:{<sub_auth_id>}    hash  row:<id> → JSON, latest:<type> → row id
+ *
+ * Partners' KYC sessions share one hash tag, so "one active session per account" is
+ * decided in one script:
+ *
+ *     <p>kyc-sessions:{kyc-sessions}:s           hash  session id → JSON
+ *     <p>kyc-sessions:{kyc-sessions}:active      hash  account auth id → its latest session id
+ *     <p>kyc-sessions:{kyc-sessions}:tok         hash  page token → session id
+ *     <p>kyc-sessions:{kyc-sessions}:p:<partner> zset  a partner's session ids by creation
  */
 export class RedisKycStore extends RedisBacked implements KycStore {
   constructor(redis: RedisClient, opts: RedisStoreOptions = {}) {
@@ -48,9 +81,48 @@ export class RedisKycStore extends RedisBacked implements KycStore {
     return out.sort(byCreation);
   }
 
+  get #sb(): string {
+    return `${this.prefix}kyc-sessions:{kyc-sessions}`;
+  }
+
+  async createSession(s: KycSession, now: number): Promise<{ ok: true } | { ok: false; activeId: string }> {
+    const r = await this.guard('kyc createSession', () =>
+      this.evalScript(CREATE_SESSION, [this.#sb], [s.id, s.accountAuthId, JSON.stringify(s), s.token, s.partnerId, Date.parse(s.createdAt) || now, now]),
+    );
+    return r === 'ok' ? { ok: true } : { ok: false, activeId: String(r) };
+  }
+
+  async getSession(id: string): Promise<KycSession | null> {
+    const j = await this.guard('kyc getSession', () => this.redis.hget(`${this.#sb}:s`, id));
+    return parseSession(j);
+  }
+
+  async sessionByToken(token: string): Promise<KycSession | null> {
+    const id = await this.guard('kyc sessionByToken', () => this.redis.hget(`${this.#sb}:tok`, token));
+    return id ? this.getSession(id) : null;
+  }
+
+  async replaceSession(old: KycSession, next: KycSession): Promise<boolean> {
+    const r = await this.guard('kyc replaceSession', () => this.evalScript(REPLACE_SESSION, [this.#sb], [old.id, JSON.stringify(old), JSON.stringify(next)]));
+    return r === 'ok';
+  }
+
+  async partnerSessions(partnerId: string): Promise<KycSession[]> {
+    const ids = await this.guard('kyc partnerSessions', () => this.redis.zrevrange(`${this.#sb}:p:${partnerId}`, 0, -1));
+    if (ids.length === 0) return [];
+    const jsons = await this.guard('kyc partnerSessions', () => this.redis.hmget(`${this.#sb}:s`, ...ids));
+    return jsons.map(parseSession).filter((s): s is KycSession => s !== null);
+  }
+
   async clear(subAuthId: string): Promise<void> {
     await this.guard('kyc clear', () => this.redis.del(this.#key(subAuthId)));
   }
+}
+
+function parseSession(text: unknown): KycSession | null {
+  const o = jsonObject(text);
+  if (!o || typeof o.id !== 'string' || typeof o.accountAuthId !== 'string') return null;
+  return o as unknown as KycSession;
 }
 
 function parseRow(text: unknown): VerificationRow | null {
