@@ -63,6 +63,7 @@ export const PLATFORM_FILES = [
   'test/contract/kyc.test.ts',
   'test/integration/kyc-api.test.ts',
   'test/integration/kyc-calls.test.ts',
+  'test/integration/kyc-sessions-api.test.ts',
 ];
 
 const common = {

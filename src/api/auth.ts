@@ -45,6 +45,8 @@ declare module 'fastify' {
     notFound?: 'empty' | 'endpoint';
     /** The route also answers `Accept: text/event-stream` (docs/events.md). */
     eventStream?: boolean;
+    /** The route answers an HTML page whatever the Accept header (the hosted KYC page). */
+    html?: boolean;
     /** The route answers `text/csv` (a CSV export): `Accept: text/csv` is allowed too. */
     csv?: boolean;
   }

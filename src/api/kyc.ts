@@ -309,7 +309,7 @@ export function registerKycSessionRoutes(app: FastifyInstance, ctx: ApiContext):
   });
 
   // The hosted page (public: the token in the URL is the credential).
-  app.get('/kyc/s/:token', { schema: { params: pageParams }, config: { access: 'public' as const } }, async (req, reply) => {
+  app.get('/kyc/s/:token', { schema: { params: pageParams }, config: { access: 'public' as const, html: true } }, async (req, reply) => {
     const { token } = req.params as { token: string };
     const st = await sessionRun(() => ctx.kyc.sessions.open(token));
     await reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send(pageHtml(token, st));
