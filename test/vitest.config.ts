@@ -64,6 +64,7 @@ export const PLATFORM_FILES = [
   'test/integration/kyc-api.test.ts',
   'test/integration/kyc-calls.test.ts',
   'test/integration/kyc-sessions-api.test.ts',
+  'test/e2e/kyc-session-browser.test.ts',
 ];
 
 const common = {
