@@ -6,7 +6,7 @@
  * failed one sets it back, and no stored row holds the PAN.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { KycStore, VerificationRow } from '../../src/store/kyc/kyc.js';
+import type { KycSession, KycStore, VerificationRow } from '../../src/store/kyc/kyc.js';
 import { MemoryKycStore } from '../../src/store/kyc/memory.js';
 import { RedisKycStore } from '../../src/store/kyc/redis.js';
 import { redisBackends } from '../support/redis-backends.js';
@@ -63,6 +63,31 @@ describe.each(kinds)('KYC store contract on $name', (kind) => {
     expect(await store.rows('SA1')).toEqual([]);
     expect(await store.latest('SA1')).toEqual({});
     expect(await store.rows('SA2')).toHaveLength(1);
+  });
+
+  it('sessions: one active per account (completed, revoked or expired frees it), compare-and-set, by token, a partner\'s newest first', async () => {
+    const T = Date.parse(AT);
+    const sess = (id: string, over: Partial<KycSession> = {}): KycSession => ({
+      id, partnerId: 'PT1', accountAuthId: 'MA1', flowType: 'redirect', customerEmail: null, redirectUrl: 'https://p.test/', webhookUrl: null, status: 'link_ready', token: `tok-${id}`,
+      businessType: null, metadata: { a: 1 }, revokeReason: null, firstOpenedAt: null, completedAt: null, expiresAt: T + 86_400_000, lastSentAt: T, createdAt: AT, updatedAt: AT, ...over,
+    });
+    const s1 = sess('s1');
+    expect(await store.createSession(s1, T)).toEqual({ ok: true });
+    expect(await store.createSession(sess('s2'), T)).toEqual({ ok: false, activeId: 's1' });
+    expect(await store.createSession(sess('s3', { accountAuthId: 'MA2', createdAt: '2026-11-20T10:00:01.000Z' }), T)).toEqual({ ok: true });
+    // Expired by time: another may be created.
+    expect(await store.createSession(sess('s4', { createdAt: '2026-11-20T10:00:02.000Z' }), T + 86_400_001)).toEqual({ ok: true });
+    expect(await store.getSession('s1')).toEqual(s1);
+    expect((await store.sessionByToken('tok-s4'))?.id).toBe('s4');
+    expect(await store.sessionByToken('nope')).toBe(null);
+    const s4 = (await store.getSession('s4')) as KycSession;
+    const done = { ...s4, status: 'kyc_completed' as const };
+    expect(await store.replaceSession(s4, done)).toBe(true);
+    expect(await store.replaceSession(s4, { ...s4, status: 'revoked' })).toBe(false);
+    expect((await store.getSession('s4'))?.status).toBe('kyc_completed');
+    expect(await store.createSession(sess('s5', { createdAt: '2026-11-20T10:00:03.000Z' }), T)).toEqual({ ok: true });
+    expect((await store.partnerSessions('PT1')).map((x) => x.id)).toEqual(['s5', 's4', 's3', 's1']);
+    expect(await store.partnerSessions('PT2')).toEqual([]);
   });
 
   it('the capability on this store: concurrent PAN + GST settle the block; a later failure blocks again; no row holds the PAN', async () => {
