@@ -435,6 +435,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       } catch (err) {
         log.warn({ err: err instanceof Error ? err.message : String(err) }, 'number inventory not loaded (store unavailable); SIGHUP loads it again');
       }
+      // Verifications whose provider timed out are retried (docs/kyc.md "Providers").
+      kyc.startRetries();
       const listening: Listening = { udp: null, tcp: null, tls: null, ws: null, wss: null, http: null };
       for (const [name, t] of transports) {
         listening[name] = await t.start();
@@ -485,6 +487,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await dispatcher.stop();
       billing.charging.stop();
       numbers.stop();
+      kyc.stop();
       routing.stop();
       eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the

@@ -24,6 +24,10 @@ import { cinProblem, gstinProblem, panProblem } from './validate.js';
 import { httpKycProvider, ProviderFailedError, ProviderTimeoutError, type CinMatch, type KycProvider } from './provider.js';
 import { createKycSessions, type KycSessions } from './sessions.js';
 import type { OutboxItem } from '../store/calls/calls.js';
+import { createSecretBox, type SecretBox } from '../security/secret-box.js';
+
+/** After a provider timeout, the retries of a verification: delays from the previous attempt, ms. */
+export const RETRY_DELAYS_MS = [30_000, 120_000, 600_000, 3_600_000, 21_600_000];
 
 export type { VerificationType } from '../store/kyc/kyc.js';
 export { requirementsFor, overallStatus, callsBlocked } from './rules.js';
@@ -97,6 +101,14 @@ export interface Kyc {
   finalizePending(parent: string, sub: string, type: VerificationType, outcome: 'verified' | 'failed'): Promise<KycResult>;
   /** Recompute overall_status and write kyc_calls_blocked when it changed (after a kyc_mode or business_type update). */
   recompute(parent: string, sub: string): Promise<{ overall: OverallStatus; blocked: boolean } | null>;
+  /**
+   * Retry the verifications whose provider timed out and that are due (a fleet shares the
+   * schedule; each row is claimed by one node). Returns how many were tried.
+   */
+  retryPending(): Promise<number>;
+  /** Run {@link retryPending} every `intervalMs` until {@link stop}. */
+  startRetries(intervalMs?: number): void;
+  stop(): void;
   /** Drop the rows of a deleted sub-account. */
   forget(sub: string): Promise<void>;
   close(): Promise<void>;
@@ -113,6 +125,8 @@ export interface KycDeps {
   provider?: KycProvider | null;
   /** The signed callback outbox the session webhooks go out on; none = no session webhooks. */
   outbox?: { enqueue(item: OutboxItem): Promise<void> } | null;
+  /** Seals the fields of a timed-out verification until its retry; one from DATA_ENCRYPTION_KEY when absent. */
+  secretBox?: SecretBox;
   now?: () => number;
 }
 
@@ -127,6 +141,13 @@ export function createKyc(d: KycDeps): Kyc {
   const store = d.store ?? (d.redis ? new RedisKycStore(d.redis) : new MemoryKycStore());
   const provider: KycProvider | null =
     d.provider !== undefined ? d.provider : d.config.kycProviderUrl && d.config.kycProviderSecret ? httpKycProvider({ url: d.config.kycProviderUrl, secret: d.config.kycProviderSecret }) : null;
+
+  let box: SecretBox | null = d.secretBox ?? null;
+  const boxOf = (): SecretBox => {
+    if (!box) box = createSecretBox(d.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
+    return box;
+  };
+  let timer: NodeJS.Timeout | null = null;
 
   const subOf = async (parent: string, sub: string): Promise<SubAccountRecord> => {
     const s = await d.directory.getSubAccount(parent, sub);
@@ -166,9 +187,17 @@ export function createKyc(d: KycDeps): Kyc {
     return { verification_type: row.type, status: row.status, kyc_calls_blocked: c.blocked, overall_status: c.overall, ...(row.test ? { mock: true as const } : {}) };
   };
 
-  const record = async (s: SubAccountRecord, type: VerificationType, status: RowStatus, value: string, test: boolean, reference: string | null): Promise<VerificationRow> => {
+  const record = async (
+    s: SubAccountRecord,
+    type: VerificationType,
+    status: RowStatus,
+    value: string,
+    test: boolean,
+    reference: string | null,
+    retry: { sealed: string; attempts: number } | null = null,
+  ): Promise<VerificationRow> => {
     const at = iso();
-    const row: VerificationRow = { id: randomUUID(), subAuthId: s.authId, parentAuthId: s.parentAuthId, type, status, masked: maskValue(value), test, reference, createdAt: at, updatedAt: at };
+    const row: VerificationRow = { id: randomUUID(), subAuthId: s.authId, parentAuthId: s.parentAuthId, type, status, masked: maskValue(value), test, reference, createdAt: at, updatedAt: at, ...(retry ?? {}) };
     await store.put(row);
     log.info({ subAccount: s.authId, verification: type, status, test }, 'KYC verification recorded');
     return row;
@@ -249,9 +278,12 @@ export function createKyc(d: KycDeps): Kyc {
         verdict = await providerCall((pr) => pr.verify(op, s.authId, fields));
       } catch (err) {
         if (err instanceof ProviderTimeoutError) {
-          // Never reported verified on a timeout: the row stays pending.
-          log.warn({ subAccount: s.authId, verification: input.type }, 'KYC provider timed out; verification left pending');
-          verdict = { status: 'pending', reference: null };
+          // Never reported verified on a timeout: the row stays pending and is retried
+          // (its fields sealed until then; docs/kyc.md "Providers").
+          log.warn({ subAccount: s.authId, verification: input.type }, 'KYC provider timed out; verification left pending, retry scheduled');
+          const row = await record(s, input.type, 'pending', value, false, null, { sealed: boxOf().encrypt(JSON.stringify({ op, fields }), `kyc:${s.authId}`), attempts: 1 });
+          await store.scheduleRetry(s.authId, row.id, now() + (RETRY_DELAYS_MS[0] as number));
+          return result(parent, row);
         } else if (err instanceof ProviderFailedError) {
           log.warn({ subAccount: s.authId, verification: input.type, providerStatus: err.status }, 'KYC provider failed');
           throw new KycError('provider_error', 'The KYC verification provider failed; nothing was recorded. Retry later.');
@@ -305,6 +337,70 @@ export function createKyc(d: KycDeps): Kyc {
     async recompute(parent, sub) {
       const c = await settle(parent, sub);
       return c ? { overall: c.overall, blocked: c.blocked } : null;
+    },
+
+    async retryPending() {
+      if (!provider) return 0;
+      const due = await store.claimDueRetries(now(), 60_000, 20);
+      for (const { subAuthId, id } of due) {
+        const row = await store.row(subAuthId, id);
+        if (!row || row.status !== 'pending' || !row.sealed) {
+          await store.unscheduleRetry(subAuthId, id);
+          continue;
+        }
+        const latest = (await store.latest(subAuthId))[row.type];
+        let job: { op: 'verify-pan' | 'verify-gst' | 'cin/confirm' | 'digilocker/verify'; fields: Record<string, string> };
+        try {
+          job = JSON.parse(boxOf().decrypt(row.sealed, `kyc:${subAuthId}`)) as typeof job;
+        } catch {
+          log.warn({ subAccount: subAuthId, verification: row.type }, 'KYC retry: the sealed fields cannot be opened; left pending');
+          await store.put({ ...row, sealed: null, updatedAt: iso() });
+          await store.unscheduleRetry(subAuthId, id);
+          continue;
+        }
+        const attempts = (row.attempts ?? 1) + 1;
+        let status: RowStatus | null = null;
+        let reference: string | null = null;
+        try {
+          const v = await provider.verify(job.op, subAuthId, job.fields);
+          status = v.status;
+          reference = v.reference;
+        } catch (err) {
+          log.warn({ subAccount: subAuthId, verification: row.type, attempts, err: err instanceof Error ? err.name : 'error' }, 'KYC retry failed');
+        }
+        const next: VerificationRow = { ...row, attempts, updatedAt: iso() };
+        if (status !== null) {
+          Object.assign(next, { status, reference, sealed: null });
+          await store.unscheduleRetry(subAuthId, id);
+        } else if (attempts > RETRY_DELAYS_MS.length) {
+          // Given up: stays pending (never verified by default); verify again to retry.
+          next.sealed = null;
+          await store.unscheduleRetry(subAuthId, id);
+        } else {
+          await store.scheduleRetry(subAuthId, id, now() + (RETRY_DELAYS_MS[attempts - 1] as number));
+        }
+        // A newer verification of the type since: this row is history, written without becoming the latest again.
+        if (latest && latest.id !== row.id) {
+          await store.put({ ...next });
+          await store.put(latest);
+        } else await store.put(next);
+        log.info({ subAccount: subAuthId, verification: row.type, status: next.status, attempts }, 'KYC verification retried');
+        await settle(row.parentAuthId, subAuthId);
+      }
+      return due.length;
+    },
+
+    startRetries(intervalMs = 5000) {
+      if (timer || !provider) return;
+      timer = setInterval(() => {
+        this.retryPending().catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message : String(err) }, 'KYC retry sweep failed'));
+      }, intervalMs);
+      timer.unref();
+    },
+
+    stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
     },
 
     forget: (sub) => store.clear(sub),

@@ -90,6 +90,21 @@ describe.each(kinds)('KYC store contract on $name', (kind) => {
     expect(await store.partnerSessions('PT2')).toEqual([]);
   });
 
+  it('the retry schedule: due rows claimed once for the lease, due again after it; unschedule; one row by id', async () => {
+    await store.scheduleRetry('SA1', 'r1', 1000);
+    await store.scheduleRetry('SA2', 'r2', 2000);
+    await store.scheduleRetry('SA1', 'r3', 5000);
+    expect(await store.claimDueRetries(500, 100, 10)).toEqual([]);
+    expect(await store.claimDueRetries(2000, 1000, 10)).toEqual([{ subAuthId: 'SA1', id: 'r1' }, { subAuthId: 'SA2', id: 'r2' }]);
+    expect(await store.claimDueRetries(2500, 1000, 10)).toEqual([]);
+    await store.unscheduleRetry('SA2', 'r2');
+    expect(await store.claimDueRetries(3000, 1000, 1)).toEqual([{ subAuthId: 'SA1', id: 'r1' }]);
+    expect(await store.claimDueRetries(9000, 1000, 10)).toEqual([{ subAuthId: 'SA1', id: 'r1' }, { subAuthId: 'SA1', id: 'r3' }]);
+    await store.put(row('r7', { sealed: 'enc:v1:k1:x', attempts: 2 }));
+    expect(await store.row('SA1', 'r7')).toMatchObject({ id: 'r7', sealed: 'enc:v1:k1:x', attempts: 2 });
+    expect(await store.row('SA1', 'nope')).toBe(null);
+  });
+
   it('the capability on this store: concurrent PAN + GST settle the block; a later failure blocks again; no row holds the PAN', async () => {
     const config = { ...DEFAULTS, partners: [], production: true, nodeId: 'n', dataEncryptionKeys: [], dataKeySource: 'random' } as unknown as Readonly<Config>;
     const directory = new MemoryDirectory();

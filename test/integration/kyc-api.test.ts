@@ -230,21 +230,42 @@ describe.each(STORE_KINDS)('KYC API on %s', (kind) => {
 });
 
 describe('the HTTP provider adapter', () => {
-  it('a provider that does not answer in time leaves the verification pending, never verified; a wrong secret is a provider error', async () => {
+  it('a provider that does not answer in time leaves the verification pending (never verified), retried on schedule until it answers; a wrong secret is a provider error', async () => {
     const config = { ...DEFAULTS, partners: [], production: true, nodeId: 'n', dataEncryptionKeys: [], dataKeySource: 'random' } as unknown as Readonly<Config>;
     const directory = new MemoryDirectory();
     const at = new Date().toISOString();
     await directory.createAccount({ authId: 'MA1', tokenHash: hashToken('t'), passwordHash: null, name: 'n', email: 'e@x.test', country: 'IN', accountType: 'PREPAID', enabled: true, cpsLimit: 1, concurrentCallsLimit: 1, sipDomain: 'ma1.sip.test', partnerId: null, createdAt: at, updatedAt: at });
     await directory.createSubAccount({ authId: 'SA1', parentAuthId: 'MA1', tokenHash: hashToken('s'), name: 's', enabled: true, kycMode: 'customer_use', businessType: 'individual', kycCallsBlocked: true, createdAt: at, updatedAt: at });
-    const kyc = createKyc({ config, redis: null, directory, provider: httpKycProvider({ url: stub.url, secret: stub.secret, timeoutMs: 300 }) });
+    let now = Date.now();
+    const kyc = createKyc({ config: { ...config, dataEncryptionKeys: [{ kid: 'k1', key: Buffer.alloc(32, 7).toString('base64') }] }, redis: null, directory, now: () => now, provider: httpKycProvider({ url: stub.url, secret: stub.secret, timeoutMs: 300 }) });
     stub.delayMs = 2000;
     try {
       const r = await kyc.verify('MA1', 'SA1', { type: 'pan', pan: REAL_PAN }, false);
       expect(r).toMatchObject({ status: 'pending', kyc_calls_blocked: true });
+      // Sealed until its retry: the stored row never holds the PAN in clear.
+      const [row] = await kyc.store.rows('SA1');
+      expect(row).toMatchObject({ status: 'pending', masked: '******234F', attempts: 1 });
+      expect(String(row?.sealed)).toMatch(/^enc:v1:k1:/);
+      expect(JSON.stringify(row)).not.toContain(REAL_PAN);
+      // Not due yet; then due, and the provider times out again: rescheduled, still pending.
+      expect(await kyc.retryPending()).toBe(0);
+      now += 30_001;
+      expect(await kyc.retryPending()).toBe(1);
+      expect((await kyc.store.rows('SA1'))[0]).toMatchObject({ status: 'pending', attempts: 2 });
     } finally {
       stub.delayMs = 0;
     }
     expect((await kyc.status('MA1', 'SA1')).verifications.pan).toBe('pending');
+    expect(await kyc.retryPending()).toBe(0);
+    now += 120_001;
+    const calls = stub.calls.length;
+    expect(await kyc.retryPending()).toBe(1);
+    expect(stub.calls[calls]).toMatchObject({ op: 'verify-pan', authorized: true, body: { sub_account_id: 'SA1', pan: REAL_PAN } });
+    const [done] = await kyc.store.rows('SA1');
+    expect(done).toMatchObject({ status: 'verified', attempts: 3, sealed: null });
+    expect((await kyc.status('MA1', 'SA1')).verifications.pan).toBe('verified');
+    now += 10_000_000;
+    expect(await kyc.retryPending()).toBe(0);
     const wrong = createKyc({ config, redis: null, directory, provider: httpKycProvider({ url: stub.url, secret: 'not-the-secret-0123456789' }) });
     await expect(wrong.verify('MA1', 'SA1', { type: 'pan', pan: REAL_PAN }, false)).rejects.toMatchObject({ kind: 'provider_error' });
     expect(stub.calls.at(-1)).toMatchObject({ authorized: false });

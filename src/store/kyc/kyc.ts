@@ -25,6 +25,13 @@ export interface VerificationRow {
   test: boolean;
   /** The provider's reference of an asynchronous check, null when none. */
   reference: string | null;
+  /**
+   * Only while a real-mode check that timed out waits for its retry: the checked fields,
+   * sealed (AES-256-GCM, DATA_ENCRYPTION_KEY); null otherwise. Never the plain value.
+   */
+  sealed?: string | null;
+  /** Provider attempts made for this row. */
+  attempts?: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -36,6 +43,17 @@ export interface KycStore extends KycSessionStore {
   latest(subAuthId: string): Promise<Partial<Record<VerificationType, VerificationRow>>>;
   /** Every row of a sub-account, oldest first. */
   rows(subAuthId: string): Promise<VerificationRow[]>;
+  /** When the row `id` of `subAuthId` is due for a retry (ms); replaces an earlier time. */
+  scheduleRetry(subAuthId: string, id: string, at: number): Promise<void>;
+  /** Remove a row from the retry schedule. */
+  unscheduleRetry(subAuthId: string, id: string): Promise<void>;
+  /**
+   * Claim up to `limit` rows due at `now` for `leaseMs` (moved to now + leaseMs, so one
+   * node of a fleet takes each, and a node that dies leaves it due again).
+   */
+  claimDueRetries(now: number, leaseMs: number, limit: number): Promise<Array<{ subAuthId: string; id: string }>>;
+  /** One row of a sub-account. */
+  row(subAuthId: string, id: string): Promise<VerificationRow | null>;
   /** Remove every row of a sub-account (sub-account deleted). */
   clear(subAuthId: string): Promise<void>;
   close(): Promise<void>;

@@ -28,6 +28,30 @@ export class MemoryKycStore implements KycStore {
     return [...(this.#rows.get(subAuthId)?.values() ?? [])].map((r) => ({ ...r })).sort(byCreation);
   }
 
+  readonly #retries = new Map<string, number>();
+
+  async scheduleRetry(subAuthId: string, id: string, at: number): Promise<void> {
+    this.#retries.set(`${subAuthId}\n${id}`, at);
+  }
+
+  async unscheduleRetry(subAuthId: string, id: string): Promise<void> {
+    this.#retries.delete(`${subAuthId}\n${id}`);
+  }
+
+  async claimDueRetries(now: number, leaseMs: number, limit: number): Promise<Array<{ subAuthId: string; id: string }>> {
+    const due = [...this.#retries].filter(([, at]) => at <= now).sort((a, b) => a[1] - b[1]).slice(0, limit);
+    return due.map(([k]) => {
+      this.#retries.set(k, now + leaseMs);
+      const [subAuthId = '', id = ''] = k.split('\n');
+      return { subAuthId, id };
+    });
+  }
+
+  async row(subAuthId: string, id: string): Promise<VerificationRow | null> {
+    const r = this.#rows.get(subAuthId)?.get(id);
+    return r ? { ...r } : null;
+  }
+
   async clear(subAuthId: string): Promise<void> {
     this.#rows.delete(subAuthId);
     this.#latest.delete(subAuthId);

@@ -21,6 +21,12 @@ redis.call('HSET', b .. ':tok', ARGV[4], ARGV[1])
 redis.call('ZADD', b .. ':p:' .. ARGV[5], ARGV[6], ARGV[1])
 return 'ok'`);
 
+/** KEYS[1] the retry zset. ARGV: now, lease ms, limit. Due members moved to now + lease. */
+const CLAIM_RETRIES = new LuaScript(`
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, m in ipairs(due) do redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + tonumber(ARGV[2]), m) end
+return due`);
+
 /** KEYS[1] base. ARGV: id, old json, new json. */
 const REPLACE_SESSION = new LuaScript(`
 local b = KEYS[1]
@@ -42,6 +48,7 @@ return 'ok'`);
  *     <p>kyc-sessions:{kyc-sessions}:active      hash  account auth id → its latest session id
  *     <p>kyc-sessions:{kyc-sessions}:tok         hash  page token → session id
  *     <p>kyc-sessions:{kyc-sessions}:p:<partner> zset  a partner's session ids by creation
+ *     <p>kyc-retry                                zset  "<sub>\n<row id>" by when its retry is due
  */
 export class RedisKycStore extends RedisBacked implements KycStore {
   constructor(redis: RedisClient, opts: RedisStoreOptions = {}) {
@@ -112,6 +119,26 @@ export class RedisKycStore extends RedisBacked implements KycStore {
     if (ids.length === 0) return [];
     const jsons = await this.guard('kyc partnerSessions', () => this.redis.hmget(`${this.#sb}:s`, ...ids));
     return jsons.map(parseSession).filter((s): s is KycSession => s !== null);
+  }
+
+  async scheduleRetry(subAuthId: string, id: string, at: number): Promise<void> {
+    await this.guard('kyc scheduleRetry', () => this.redis.zadd(`${this.prefix}kyc-retry`, at, `${subAuthId}\n${id}`));
+  }
+
+  async unscheduleRetry(subAuthId: string, id: string): Promise<void> {
+    await this.guard('kyc unscheduleRetry', () => this.redis.zrem(`${this.prefix}kyc-retry`, `${subAuthId}\n${id}`));
+  }
+
+  async claimDueRetries(now: number, leaseMs: number, limit: number): Promise<Array<{ subAuthId: string; id: string }>> {
+    const r = await this.guard('kyc claimDueRetries', () => this.evalScript(CLAIM_RETRIES, [`${this.prefix}kyc-retry`], [now, leaseMs, limit]));
+    return (Array.isArray(r) ? r : []).map((m) => {
+      const [subAuthId = '', id = ''] = String(m).split('\n');
+      return { subAuthId, id };
+    });
+  }
+
+  async row(subAuthId: string, id: string): Promise<VerificationRow | null> {
+    return parseRow(await this.guard('kyc row', () => this.redis.hget(this.#key(subAuthId), `row:${id}`)));
   }
 
   async clear(subAuthId: string): Promise<void> {
