@@ -280,6 +280,31 @@ export function registerKycSessionRoutes(app: FastifyInstance, ctx: ApiContext):
     await reply.code(201).send({ message: 'KYC session created', session_id: s.id, ...sessionView(s), widget_url: widgetUrl(req, s.token) });
   });
 
+  // The sub-account-scoped twin (the SDK's sub_account_kyc.create_subaccount_kyc_session): the parent account's credentials.
+  const subSessionBody = { ...sessionBody, required: [] } as const;
+  app.post('/api/v1/sub-accounts/:sub_auth_id/kyc-sessions', { schema: { params, body: subSessionBody }, attachValidation: true, config: { access: 'parent' as const } }, async (req, reply) => {
+    const c = customerOf(req);
+    const { sub_auth_id: sub } = req.params as { sub_auth_id: string };
+    if (!(await ctx.directory.getSubAccount(c.account.authId, sub))) throw notFound('No sub-account with this Auth ID on this account.');
+    const details = validationDetails(req);
+    const b = bodyObject(req);
+    if (typeof b.account_auth_id === 'string' && b.account_auth_id !== sub) details.account_auth_id = 'must be the sub-account of the path';
+    if (Object.keys(details).length > 0) throw badRequest(details);
+    const str = (k: string): string | null => (typeof b[k] === 'string' && b[k] !== '' ? (b[k] as string) : null);
+    const s = await sessionRun(() =>
+      ctx.kyc.sessions.createForSubAccount(c.account.authId, {
+        accountAuthId: sub,
+        flowType: b.flow_type === 'redirect' ? 'redirect' : 'email',
+        customerEmail: str('customer_email'),
+        redirectUrl: str('redirect_url'),
+        webhookUrl: str('webhook_url'),
+        expiresInDays: typeof b.expires_in_days === 'number' ? b.expires_in_days : 7,
+        metadata: typeof b.metadata === 'object' && b.metadata !== null ? (b.metadata as Record<string, unknown>) : {},
+      }),
+    );
+    await reply.code(201).send({ message: 'KYC session created', session_id: s.id, ...sessionView(s), widget_url: widgetUrl(req, s.token) });
+  });
+
   app.get('/api/v1/partner/kyc-sessions', { schema: { querystring: sessionList }, config: partner }, async (req) => {
     const pid = partnerOf(req);
     const q = req.query as { status?: string; account_auth_id?: string; page: number; size: number };

@@ -238,7 +238,7 @@ export function createKyc(d: KycDeps): Kyc {
     return f(provider);
   };
 
-  const sessions = createKycSessions({ store, directory: d.directory, outbox: d.outbox ?? null, provider, production: d.config.production, log, now });
+  const sessions = createKycSessions({ store, directory: d.directory, outbox: d.outbox ?? null, provider, production: d.config.production, log, now, recompute: (parent, sub) => settle(parent, sub) });
 
   return {
     store,

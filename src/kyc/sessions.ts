@@ -52,6 +52,8 @@ export interface SessionsDeps {
   production: boolean;
   log: Logger;
   now: () => number;
+  /** After a sub-account session's verifications: recompute the sub-account's block. */
+  recompute?: (parent: string, sub: string) => Promise<unknown>;
 }
 
 /** What the hosted page submits. */
@@ -72,6 +74,8 @@ export interface PageState {
 
 export interface KycSessions {
   create(partnerId: string, c: SessionCreate): Promise<KycSession>;
+  /** A parent account's session for one of its sub-accounts (its owner is `account:<parent>`). */
+  createForSubAccount(parent: string, c: SessionCreate): Promise<KycSession>;
   list(partnerId: string, q: { status?: string; accountAuthId?: string }): Promise<KycSession[]>;
   get(partnerId: string, id: string): Promise<KycSession>;
   revoke(partnerId: string, id: string, reason: string | null): Promise<KycSession>;
@@ -91,7 +95,8 @@ export function createKycSessions(d: SessionsDeps): KycSessions {
 
   const webhook = async (s: KycSession, event: string, extra: Record<string, string> = {}): Promise<void> => {
     if (!s.webhookUrl || !d.outbox) return;
-    const a = await accountOf(s.accountAuthId);
+    // A sub-account's session is signed and delivered as its parent account's callbacks.
+    const a = await accountOf(s.parentAuthId ?? s.accountAuthId);
     if (!a) return;
     await d.outbox.enqueue({
       id: randomUUID(),
@@ -167,22 +172,20 @@ export function createKycSessions(d: SessionsDeps): KycSessions {
       status = MAGIC[value] ?? 'failed';
     }
     const at = iso();
-    await d.store.put({ id: randomUUID(), subAuthId: s.accountAuthId, parentAuthId: s.accountAuthId, type, status, masked: maskValue(value), test: d.provider === null, reference: null, createdAt: at, updatedAt: at });
+    await d.store.put({ id: randomUUID(), subAuthId: s.accountAuthId, parentAuthId: s.parentAuthId ?? s.accountAuthId, type, status, masked: maskValue(value), test: d.provider === null, reference: null, createdAt: at, updatedAt: at });
     d.log.info({ session: s.id, account: s.accountAuthId, verification: type, status }, 'KYC session verification recorded');
     return status;
   };
 
-  return {
-    async create(partnerId, c) {
-      const a = await accountOf(c.accountAuthId);
-      if (!a || a.partnerId !== partnerId) throw new SessionError('invalid', 'no customer account of this partner has this auth_id', 'account_auth_id');
+  const make = async (owner: string, parentAuthId: string | null, c: SessionCreate): Promise<KycSession> => {
       if (c.flowType === 'email' && !c.customerEmail) throw new SessionError('invalid', 'required when flow_type is email', 'customer_email');
       if (c.flowType === 'redirect' && !c.redirectUrl) throw new SessionError('invalid', 'required when flow_type is redirect', 'redirect_url');
       const now = d.now();
       const s: KycSession = {
         id: `kyc_sess_${randomBytes(12).toString('hex')}`,
-        partnerId,
+        partnerId: owner,
         accountAuthId: c.accountAuthId,
+        parentAuthId,
         flowType: c.flowType,
         customerEmail: c.flowType === 'email' ? c.customerEmail : null,
         redirectUrl: c.redirectUrl,
@@ -203,6 +206,19 @@ export function createKycSessions(d: SessionsDeps): KycSessions {
       if (!r.ok) throw new SessionError('conflict', `The account already has an active KYC session (${r.activeId}); revoke it first.`);
       d.log.info({ session: s.id, account: s.accountAuthId, flow: s.flowType }, 'KYC session created');
       return s;
+  };
+
+  return {
+    async create(partnerId, c) {
+      const a = await accountOf(c.accountAuthId);
+      if (!a || a.partnerId !== partnerId) throw new SessionError('invalid', 'no customer account of this partner has this auth_id', 'account_auth_id');
+      return make(partnerId, null, c);
+    },
+
+    async createForSubAccount(parent, c) {
+      const sub = await d.directory.getSubAccount(parent, c.accountAuthId);
+      if (!sub) throw new SessionError('not_found', 'No sub-account with this Auth ID on this account.');
+      return make(`account:${parent}`, parent, c);
     },
 
     async list(partnerId, q) {
@@ -252,9 +268,12 @@ export function createKycSessions(d: SessionsDeps): KycSessions {
         if (gp) throw new SessionError('invalid', gp, 'gstin');
       } else if (!form.accessRequestId) throw new SessionError('invalid', 'required for this business type (Aadhaar through DigiLocker)', 'access_request_id');
       s = (await change(s, (x) => ({ ...x, businessType: bt, status: x.status === 'kyc_completed' ? x.status : 'in_progress', firstOpenedAt: x.firstOpenedAt ?? iso(), updatedAt: iso() }))).s;
+      // A sub-account's business type is what its customer states here (the rule reads it from the sub-account).
+      if (s.parentAuthId) await d.directory.updateSubAccount(s.parentAuthId, s.accountAuthId, { businessType: bt, updatedAt: iso() });
       await verifyOne(s, 'pan', form.pan);
       if (company) await verifyOne(s, 'gst', form.gstin);
       else await verifyOne(s, 'aadhaar', form.accessRequestId);
+      if (s.parentAuthId && d.recompute) await d.recompute(s.parentAuthId, s.accountAuthId);
       const st = await state(s);
       if (st.overall === 'verified') {
         const r = await change(s, (x) => (x.status === 'kyc_completed' ? null : { ...x, status: 'kyc_completed', completedAt: iso(), updatedAt: iso() }));

@@ -119,4 +119,31 @@ describe.each(STORE_KINDS)('partner KYC sessions on %s', (kind) => {
     // Completed: a new session may be created for the account.
     expect((await create({ account_auth_id: a.id, customer_email: 'a@example.test' })).status).toBe(201);
   });
+
+  it('a parent account\'s session for its sub-account: the page sets business_type and unblocks calls; sub-account credentials 403, another account 404', async () => {
+    const a = await h.newAccount();
+    const other = await h.newAccount();
+    const sub = await h.newSubAccount(a, 'customer_use');
+    const path = `/api/v1/sub-accounts/${sub.id}/kyc-sessions`;
+    const body = { account_auth_id: sub.id, flow_type: 'redirect', redirect_url: 'https://app.example.test/kyc-done' };
+    expect((await h.request('POST', path, { auth: sub, body })).status).toBe(403);
+    expect((await h.request('POST', path, { auth: other, body })).status).toBe(404);
+    const wrong = await h.request('POST', path, { auth: a, body: { ...body, account_auth_id: a.id } });
+    expect(wrong.status).toBe(400);
+    expect(wrong.json.details).toHaveProperty('account_auth_id');
+    const s = await h.request('POST', path, { auth: a, body });
+    expect(s.status).toBe(201);
+    expect(s.json).toMatchObject({ account_auth_id: sub.id, status: 'link_ready' });
+    expect((await h.request('POST', path, { auth: a, body })).status).toBe(409);
+    const blocked = async (): Promise<unknown> => (await h.request('GET', `/api/v1/Account/${a.id}/Subaccount/${sub.id}/`, { auth: a })).json;
+    expect(await blocked()).toMatchObject({ kyc_calls_blocked: true, business_type: '' });
+    const page = pathOf(s.json.widget_url);
+    expect((await h.request('GET', page, { headers: { accept: 'text/html' } })).status).toBe(200);
+    const done = await h.request('POST', `${page}/submit`, { body: { business_type: 'llp', pan: 'TESTSUCCESS0001', gstin: 'TESTSUCCESS0001' } });
+    expect(done.json).toMatchObject({ status: 'kyc_completed', overall_status: 'verified' });
+    expect(await blocked()).toMatchObject({ kyc_calls_blocked: false, business_type: 'llp' });
+    expect((await h.request('GET', `/api/v1/sub-accounts/${sub.id}/kyc/status`, { auth: a })).json).toMatchObject({ overall_status: 'verified', kyc_calls_blocked: false, verifications: { pan: 'verified', gst: 'verified' } });
+    // Not a partner's session: the partner does not see it.
+    expect((await h.request('GET', `/api/v1/partner/kyc-sessions/${String(s.json.id)}`, { auth: P })).status).toBe(404);
+  });
 });

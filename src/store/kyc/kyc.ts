@@ -79,8 +79,12 @@ export const TERMINAL_SESSION: ReadonlySet<SessionStatus> = new Set(['kyc_comple
 
 export interface KycSession {
   id: string;
+  /** The owner: a partner's id, or `account:<auth_id>` for a parent account's session for its sub-account. */
   partnerId: string;
+  /** Whose KYC: a customer account, or a sub-account (then {@link parentAuthId} is set). */
   accountAuthId: string;
+  /** The parent account of a sub-account's session, null for a partner's. */
+  parentAuthId?: string | null;
   flowType: 'email' | 'redirect';
   customerEmail: string | null;
   redirectUrl: string | null;
