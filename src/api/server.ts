@@ -193,7 +193,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   });
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
-      { method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      // The hosted KYC page's token is a credential (docs/kyc.md "KYC sessions"): not logged.
+      { method: req.method, url: req.url.replace(/^\/kyc\/s\/[^/?]+/, '/kyc/s/[token]'), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
       'request',
     );
   });

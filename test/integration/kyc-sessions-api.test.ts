@@ -10,6 +10,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIMITED_PARTNER, PARTNER, STORE_KINDS, startHarness, stopRedisServer, type Creds, type Harness } from '../support/api-harness.js';
 import { modelProblems } from '../support/vendor-sdk-models.js';
+import { Writable } from 'node:stream';
+import { createLogger } from '../../src/logger.js';
 
 const P: Creds = { id: PARTNER.authId, token: PARTNER.authToken };
 
@@ -19,15 +21,27 @@ afterAll(async () => {
 
 describe.each(STORE_KINDS)('partner KYC sessions on %s', (kind) => {
   let h: Harness;
+  const logs: string[] = [];
+  const tokens: string[] = [];
   beforeAll(async () => {
-    h = await startHarness(kind, { partners: [PARTNER, LIMITED_PARTNER] });
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logs.push(chunk.toString('utf8'));
+        done();
+      },
+    });
+    h = await startHarness(kind, { partners: [PARTNER, LIMITED_PARTNER] }, { logger: createLogger('trace', sink) });
   });
   afterAll(async () => {
     await h.close();
   });
 
   const create = (body: Record<string, unknown>, auth: Creds = P) => h.request('POST', '/api/v1/partner/kyc-sessions', { auth, body });
-  const pathOf = (url: unknown): string => new URL(String(url)).pathname;
+  const pathOf = (url: unknown): string => {
+    const p = new URL(String(url)).pathname;
+    tokens.push(p.split('/').pop() ?? '');
+    return p;
+  };
 
   it('creates email and redirect sessions; fields required per flow; not for another partner\'s account; one active per account', async () => {
     const a = await h.newAccount();
@@ -145,5 +159,13 @@ describe.each(STORE_KINDS)('partner KYC sessions on %s', (kind) => {
     expect((await h.request('GET', `/api/v1/sub-accounts/${sub.id}/kyc/status`, { auth: a })).json).toMatchObject({ overall_status: 'verified', kyc_calls_blocked: false, verifications: { pan: 'verified', gst: 'verified' } });
     // Not a partner's session: the partner does not see it.
     expect((await h.request('GET', `/api/v1/partner/kyc-sessions/${String(s.json.id)}`, { auth: P })).status).toBe(404);
+  });
+
+  it('the logs never hold a page token or a checked value', () => {
+    const text = logs.join('');
+    expect(text).toContain('/kyc/s/[token]');
+    expect(tokens.length).toBeGreaterThan(2);
+    for (const t of tokens) expect(text).not.toContain(t);
+    expect(text).not.toContain('TESTSUCCESS0001');
   });
 });
