@@ -54,6 +54,7 @@ import { MediaRelay } from './proxy/media-relay.js';
 import { createBilling, type Billing } from './billing/index.js';
 import { createTrunks, type Trunks } from './trunks/index.js';
 import { createNumbers, type Numbers } from './numbers/index.js';
+import { createKyc } from './kyc/index.js';
 import { createRouting } from './routing/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
@@ -256,6 +257,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     numbersUsing: (authId, trunkId) => numbers.numbersUsingTrunk(authId, trunkId),
   });
   const numbers = createNumbers({ config, redis, ledger: billing.ledger, directory, trunks, log: log.child({ component: 'numbers' }) });
+  // Sub-account KYC (docs/kyc.md): writes kyc_calls_blocked through the directory, which the edge's policy reads.
+  const kyc = createKyc({ config, redis, directory, outbox: calls, log: log.child({ component: 'kyc' }) });
   const callbackGuard = new CallbackNetworkGuard(config.callbackAllowedNetworks);
   const retryDelaysMs = config.callbackRetryDelays.map((x) => x * 1000);
   const dispatcher = new CallbackDispatcher({
@@ -432,6 +435,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       } catch (err) {
         log.warn({ err: err instanceof Error ? err.message : String(err) }, 'number inventory not loaded (store unavailable); SIGHUP loads it again');
       }
+      // Verifications whose provider timed out are retried (docs/kyc.md "Providers").
+      kyc.startRetries();
       const listening: Listening = { udp: null, tcp: null, tls: null, ws: null, wss: null, http: null };
       for (const [name, t] of transports) {
         listening[name] = await t.start();
@@ -453,6 +458,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           billing,
           numbers,
           trunks,
+          kyc,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -481,6 +487,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await dispatcher.stop();
       billing.charging.stop();
       numbers.stop();
+      kyc.stop();
       routing.stop();
       eventHub.stop();
       // Graceful (SIGTERM): drop new messages and stop accepting connections, let the

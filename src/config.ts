@@ -260,6 +260,13 @@ export interface Config {
    */
   numberInventoryFile: string | null;
   /**
+   * The KYC verification provider (docs/kyc.md "Providers"): its base URL, http(s).
+   * Unset: real-mode KYC verifications answer 503; test mode works. @default null
+   */
+  kycProviderUrl: string | null;
+  /** The secret sent to the KYC provider (Authorization: Bearer); required with KYC_PROVIDER_URL. @default null */
+  kycProviderSecret: string | null;
+  /**
    * Seconds between two runs of the number rental sweep (docs/numbers.md "Rental"); every
    * node runs it, a lease per number and period lets one of them charge. 0 = never.
    * @default 300
@@ -345,6 +352,8 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   defaultCurrency: 'USD',
   rateDeckFile: null,
   numberInventoryFile: null,
+  kycProviderUrl: null,
+  kycProviderSecret: null,
   numberRentalSweepInterval: 300,
 });
 
@@ -424,9 +433,23 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['DEFAULT_CURRENCY', 'defaultCurrency', currency],
   ['RATE_DECK_FILE', 'rateDeckFile', optStr],
   ['NUMBER_INVENTORY_FILE', 'numberInventoryFile', optStr],
+  ['KYC_PROVIDER_URL', 'kycProviderUrl', httpBaseUrl],
+  ['KYC_PROVIDER_SECRET', 'kycProviderSecret', secret(16)],
   ['NUMBER_RENTAL_SWEEP_INTERVAL', 'numberRentalSweepInterval', secondsOrOff(1, 86400)],
 ];
 
+function httpBaseUrl(v: string, name: string): string | null {
+  const t = v.trim();
+  if (t === '') return null;
+  let u: URL;
+  try {
+    u = new URL(t);
+  } catch {
+    throw new ConfigError(`${name} must be an http(s) URL, got "${v}"`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`${name} must be an http(s) URL, got "${v}"`);
+  return t;
+}
 function adminToken(v: string, name: string): string {
   const t = v.trim();
   // The value itself is never part of an error: it is a secret.
@@ -788,6 +811,9 @@ export function loadConfig(env: Env, opts: { configFile?: string | null } = {}):
     const k = cfg.nonceSecret ? deriveDataKey('dev', cfg.nonceSecret) : randomDataKey(`run-${randomBytes(4).toString('hex')}`);
     cfg.dataEncryptionKeys = [{ kid: k.kid, key: k.key.toString('base64') }];
     cfg.dataKeySource = cfg.nonceSecret ? 'nonce-secret' : 'random';
+  }
+  if ((cfg.kycProviderUrl === null) !== (cfg.kycProviderSecret === null)) {
+    throw new ConfigError('KYC_PROVIDER_URL and KYC_PROVIDER_SECRET go together: set both or neither');
   }
   if (cfg.partners.length === 0 && !cfg.production) {
     // Development: a partner with a random token, shown once on the terminal by main (never logged),

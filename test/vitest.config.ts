@@ -60,6 +60,11 @@ export const PLATFORM_FILES = [
   'test/api/billing.test.ts',
   'test/api/tenancy.test.ts',
   'test/integration/billing-fleet.test.ts',
+  'test/contract/kyc.test.ts',
+  'test/integration/kyc-api.test.ts',
+  'test/integration/kyc-calls.test.ts',
+  'test/integration/kyc-sessions-api.test.ts',
+  'test/e2e/kyc-session-browser.test.ts',
 ];
 
 const common = {

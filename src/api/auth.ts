@@ -23,10 +23,12 @@ export type Principal =
  * - `public`: anyone (partner login);
  * - `customer`: an account or sub-account, on its own `/Account/<auth_id>/` path;
  * - `account`: an account (not a sub-account) on its own path;
+ * - `parent`: an account (not a sub-account) naming one of its sub-accounts in the path
+ *   (`/api/v1/sub-accounts/{sub_auth_id}/kyc/…`); whose sub-account it is, the route checks (404);
  * - `partner`: a partner;
  * - `admin`: the operator, by `X-Admin-Token: <ADMIN_AUTH_TOKEN>` (404 while that is unset).
  */
-export type Access = 'probe' | 'public' | 'customer' | 'account' | 'partner' | 'admin';
+export type Access = 'probe' | 'public' | 'customer' | 'account' | 'parent' | 'partner' | 'admin';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -43,6 +45,8 @@ declare module 'fastify' {
     notFound?: 'empty' | 'endpoint';
     /** The route also answers `Accept: text/event-stream` (docs/events.md). */
     eventStream?: boolean;
+    /** The route answers an HTML page whatever the Accept header (the hosted KYC page). */
+    html?: boolean;
     /** The route answers `text/csv` (a CSV export): `Accept: text/csv` is allowed too. */
     csv?: boolean;
   }
@@ -136,6 +140,12 @@ export class Authenticator {
   authorize(principal: Principal, access: Access, pathAuthId: string | undefined): void {
     if (access === 'partner') {
       if (principal.kind !== 'partner') throw forbidden('Customer credentials cannot call partner operations.');
+      return;
+    }
+    if (access === 'parent') {
+      if (principal.kind === 'partner') throw forbidden("A partner token cannot drive a customer's resources; use the customer's own credentials.");
+      if (principal.kind === 'subaccount') throw forbidden("Sub-account credentials cannot call KYC operations; use the parent account's.");
+      if (!principal.account.enabled) throw forbidden('The account is disabled.');
       return;
     }
     if (access !== 'customer' && access !== 'account') return;

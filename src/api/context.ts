@@ -17,6 +17,7 @@ import type { Idempotency } from './idempotency.js';
 import type { Billing } from '../billing/index.js';
 import type { Numbers } from '../numbers/index.js';
 import type { Trunks } from '../trunks/index.js';
+import type { Kyc } from '../kyc/index.js';
 
 /** Dependencies and shared services of the route modules. */
 export interface ApiContext {
@@ -33,6 +34,8 @@ export interface ApiContext {
   numbers: Numbers;
   /** SIP trunks, their credentials, IP ACLs and origination URIs (docs/trunks.md). */
   trunks: Trunks;
+  /** Sub-account KYC: verifications, test mode, the calls block (docs/kyc.md). */
+  kyc: Kyc;
   auth: Authenticator;
   idempotency: Idempotency;
   /** The writes behind endpoint create/update/delete and the sub-account cascade. */

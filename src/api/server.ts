@@ -43,6 +43,8 @@ import { registerPartnerMoneyRoutes } from './partner-money.js';
 import { createNumbers, type Numbers } from '../numbers/index.js';
 import { registerNumberRoutes } from './numbers.js';
 import { registerTrunkRoutes } from './trunks.js';
+import { registerKycRoutes, registerKycSessionRoutes } from './kyc.js';
+import { createKyc, type Kyc } from '../kyc/index.js';
 import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
 
@@ -68,6 +70,8 @@ export interface ApiServerDeps {
   numbers?: Numbers;
   /** SIP trunks (docs/trunks.md); an embedded one (on `redis` when given) when absent. */
   trunks?: Trunks;
+  /** Sub-account KYC (docs/kyc.md); one of its own (on `redis` when given) when absent. */
+  kyc?: Kyc;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -189,7 +193,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   });
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
-      { method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      // The hosted KYC page's token is a credential (docs/kyc.md "KYC sessions"): not logged.
+      { method: req.method, url: req.url.replace(/^\/kyc\/s\/[^/?]+/, '/kyc/s/[token]'), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
       'request',
     );
   });
@@ -215,16 +220,19 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, trunks, log });
     await numbers.reload();
   }
+  const calls = deps.calls ?? new MemoryCallStore();
+  const kyc = deps.kyc ?? createKyc({ config: deps.config, redis: deps.redis ?? null, directory: deps.directory, outbox: calls, log });
   const ctx: ApiContext = {
     config: deps.config,
     log,
     location: deps.location,
     credentials: deps.credentials,
     directory: deps.directory,
-    calls: deps.calls ?? new MemoryCallStore(),
+    calls,
     billing,
     numbers,
     trunks,
+    kyc,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -307,7 +315,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     };
     const guard = async (req: FastifyRequest): Promise<void> => {
       const accept = headerValue(req, 'accept') ?? undefined;
-      if (!acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
+      if (!route.config?.html && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
@@ -346,5 +354,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerPartnerMoneyRoutes(app, ctx);
   registerNumberRoutes(app, ctx);
   registerTrunkRoutes(app, ctx);
+  registerKycRoutes(app, ctx);
+  registerKycSessionRoutes(app, ctx);
   return app;
 }

@@ -5,8 +5,8 @@
  * `/api/v1/Account/<sub_auth_id>/`.
  *
  * KYC: a customer_use sub-account must complete its own KYC before placing
- * calls, so it starts (and stays, until KYC verification exists here) with
- * kyc_calls_blocked true; personal_use rides on the parent's KYC (false).
+ * calls, so it starts with kyc_calls_blocked true until its verifications meet the
+ * rule of docs/kyc.md (src/kyc/); personal_use rides on the parent's KYC (false).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { hashToken, newAuthId, newAuthToken, type KycMode, type SubAccountRecord } from '../store/directory/directory.js';
@@ -205,13 +205,16 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
       updatedAt: isoNow(),
     });
     if (!s) throw missing();
+    // A new kyc_mode or business_type changes what KYC requires: the block follows the verifications.
+    const after = kycMode !== undefined || optString(body, 'business_type') !== undefined ? await ctx.kyc.recompute(c.account.authId, id) : null;
+    const rec = after && after.blocked !== s.kycCallsBlocked ? { ...s, kycCallsBlocked: after.blocked } : s;
     // Disabled means offline: its endpoints' REGISTERs get 403 and their devices are unregistered now.
     const enabled = optBool(body, 'enabled');
     if (enabled !== undefined && enabled !== before.enabled) {
       const n = await ctx.provisioning.setSubAccountDisabled(c.account, id, !enabled, req.log);
       req.log.info({ subAccount: id, enabled, endpoints: n }, enabled ? 'sub-account enabled' : 'sub-account disabled');
     }
-    return s;
+    return rec;
   };
 
   app.post(one, { schema: { params, body: updateBody }, attachValidation: true, config }, async (req, reply) => {
@@ -241,6 +244,7 @@ export function registerSubAccountRoutes(app: FastifyInstance, ctx: ApiContext):
         'The sub-account still owns endpoints or applications; delete them first, or pass cascade=true to delete them with it.',
       );
     }
+    await ctx.kyc.forget(id);
     req.log.info({ subAccount: id }, 'sub-account deleted');
   };
 

@@ -25,6 +25,7 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   routing: ['transport', 'registrar', 'proxy', 'api', 'fleet'],
   numbers: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   trunks: ['transport', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
+  kyc: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);
