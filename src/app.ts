@@ -55,6 +55,7 @@ import { createBilling, type Billing } from './billing/index.js';
 import { createTrunks, type Trunks } from './trunks/index.js';
 import { createNumbers, type Numbers } from './numbers/index.js';
 import { createRouting } from './routing/index.js';
+import { createPush } from './push/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -203,6 +204,10 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   });
   // GRUUs (RFC 5627) must open on every node that may receive a request for one: keyed like nonces.
   const gruus = new Gruus(config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32));
+  // Push to sleeping mobile devices (RFC 8599, docs/push.md): off unless a provider's key is set.
+  const push = createPush(config, { location, log: log.child({ component: 'push' }), registry: metrics.registry, notices: events });
+  if (push) log.info({ providers: push.providers, waitS: config.pushWait }, 'push on');
+  else log.info('push off (neither APNS_KEY_FILE nor FCM_SERVICE_ACCOUNT_FILE is set)');
   const registrar = new Registrar({
     store: location,
     auth,
@@ -226,6 +231,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     // An endpoint removed through the API closes the flows only it used.
     closeFlow: (transport, connId) => transports.get(transport)?.closeFlow(connId),
     onFlowAor: (aor) => fleet?.noteFlowAor(aor),
+    push: push !== null,
+    onRegistered: push ? (aor, bindings) => push.registered(aor, bindings) : undefined,
   });
 
   const handlers = new Map<string, RequestHandler>([
@@ -340,6 +347,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,
     maxCallDurationMs: config.maxCallDuration * 1000,
     calls: callTracker,
+    ...(push ? { push } : {}),
     charging: billing.charging,
     log: log.child({ component: 'proxy' }),
   });
@@ -498,6 +506,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       hardening.stop();
       metrics.stop();
       router.stop();
+      push?.close();
       await location.close();
       await credentials.close();
       await directory.close();
