@@ -60,6 +60,7 @@ export const PLATFORM_FILES = [
   'test/api/billing.test.ts',
   'test/api/tenancy.test.ts',
   'test/integration/billing-fleet.test.ts',
+  'test/integration/push.test.ts',
 ];
 
 const common = {
