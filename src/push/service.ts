@@ -128,7 +128,8 @@ export class PushService {
   registered(aor: Aor, bindings: readonly Binding[]): void {
     const live = bindings.filter((b) => b.connId !== null);
     if (live.length === 0) return;
-    for (const b of live) this.#match(aor, b);
+    // After this turn: the 200 OK of the REGISTER goes out before the request it wakes.
+    if (this.#waiters.has(aorKey(aor))) setImmediate(() => { for (const b of live) this.#match(aor, b); });
     const notices = this.opts.notices;
     if (!notices) return;
     for (const b of live) {

@@ -28,6 +28,9 @@ const completed = (run: SippResult, who: string): void => {
 class Phone {
   conn: (SipConn & { raw: import('node:net').Socket }) | null = null;
   private cseq = 1;
+  private registering = false;
+  /** Requests that came before the 200 OK of a REGISTER. */
+  readonly early: string[] = [];
   readonly callId = randomBytes(6).toString('hex');
   readonly instance = `<urn:uuid:${randomBytes(16).toString('hex').replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-')}>`;
   constructor(
@@ -42,6 +45,16 @@ class Phone {
     const conn = await streamConn('127.0.0.1', this.edge.server.ports.tcp as number, false);
     this.conn = conn;
     const contact = `<sip:${this.e.username}@127.0.0.1:${conn.localPort};transport=tcp;pn-provider=${this.provider};pn-prid=${this.prid};pn-param=${this.param}>;+sip.instance="${this.instance}"`;
+    // A request the edge sends on the new flow before the 200 OK is kept for answerCall.
+    const next = conn.next.bind(conn);
+    conn.next = async (ms?: number): Promise<string> => {
+      for (;;) {
+        const text = await next(ms);
+        if (text.startsWith('SIP/2.0') || !this.registering) return text;
+        this.early.push(text);
+      }
+    };
+    this.registering = true;
     const r = await registerWithAuth(conn, {
       transport: 'TCP',
       user: this.e.username,
@@ -56,6 +69,7 @@ class Phone {
       algorithm: 'MD5',
     });
     this.cseq += 2;
+    this.registering = false;
     return { status: r.final.status, featureCaps: r.final.header('feature-caps') };
   }
 
@@ -70,7 +84,7 @@ class Phone {
     let invite: SipRequest | null = null;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const text = await conn.next(Math.max(100, deadline - Date.now()));
+      const text = this.early.shift() ?? (await conn.next(Math.max(100, deadline - Date.now())));
       if (text === '\r\n') continue;
       const p = parseMessage(Buffer.from(text));
       if (!p.ok || p.msg.kind !== 'request') continue;
@@ -235,7 +249,7 @@ describe('push to sleeping phones (RFC 8599)', () => {
       // The held MESSAGE arrives on the new connection.
       const conn = phone.conn as SipConn;
       for (;;) {
-        const p = parseMessage(Buffer.from(await conn.next(5000)));
+        const p = parseMessage(Buffer.from(phone.early.shift() ?? (await conn.next(5000))));
         if (p.ok && p.msg.kind === 'request' && p.msg.method === 'MESSAGE') {
           const req = p.msg;
           conn.send(
