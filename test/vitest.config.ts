@@ -61,6 +61,7 @@ export const PLATFORM_FILES = [
   'test/api/tenancy.test.ts',
   'test/integration/billing-fleet.test.ts',
   'test/integration/push.test.ts',
+  'test/integration/push-fleet.test.ts',
 ];
 
 const common = {
