@@ -17,6 +17,7 @@ import { cidStr, sipp, startEdge, TestUa, type Account, type Edge, type Endpoint
 import { Phone } from '../support/push-phone.js';
 import type { SipConn } from '../support/sip-client.js';
 import { makeTestCa, type TestCa } from '../support/test-ca.js';
+import { runServerUntilStopped } from '../support/server-process.js';
 
 const TOPIC_PARAM = 'ABCDE12345.com.example.phone.voip';
 
@@ -188,5 +189,34 @@ describe('push to sleeping phones (RFC 8599)', () => {
     expect(out).toContain('push');
     for (const p of apns.pushes) expect(out).not.toContain(p.token);
     for (const p of fcm.pushes) expect(out).not.toContain(p.token);
+  });
+});
+
+describe('push settings at start', () => {
+  it('a missing APNs key file: the server does not start (exit 2) and says why in one line', async () => {
+    const { code, output } = await runServerUntilStopped({ APNS_KEY_FILE: '/nonexistent/AuthKey_X.p8', APNS_KEY_ID: 'K', APNS_TEAM_ID: 'T' });
+    expect(code).toBe(2);
+    const lines = output.split('\n').filter((l) => l.includes('configuration error'));
+    expect(lines).toEqual(['sip-edge: configuration error: APNS_KEY_FILE: cannot read /nonexistent/AuthKey_X.p8 (ENOENT)']);
+  });
+
+  it('an unreadable FCM service account file: exit 2', async () => {
+    const ca = makeTestCa();
+    try {
+      const { code, output } = await runServerUntilStopped({ FCM_SERVICE_ACCOUNT_FILE: ca.caCertFile });
+      expect(code).toBe(2);
+      expect(output).toMatch(/configuration error: FCM_SERVICE_ACCOUNT_FILE: .* is not a service account key/);
+    } finally {
+      ca.remove();
+    }
+  });
+
+  it('neither set: push is reported off at start', async () => {
+    const edge = await startEdge();
+    try {
+      expect(edge.server.logs.some((l) => typeof l.msg === 'string' && l.msg.startsWith('push off'))).toBe(true);
+    } finally {
+      await edge.stop();
+    }
   });
 });
