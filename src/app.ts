@@ -232,6 +232,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     closeFlow: (transport, connId) => transports.get(transport)?.closeFlow(connId),
     onFlowAor: (aor) => fleet?.noteFlowAor(aor),
     push: push !== null,
+    pushProviders: push?.providers ?? [],
     onRegistered: push ? (aor, bindings) => push.registered(aor, bindings) : undefined,
   });
 

@@ -33,7 +33,7 @@ import type { TrunkView } from '../trunks/lookup.js';
 import type { NumberRoute } from '../numbers/lookup.js';
 import type { CallCharge, CallCharging } from '../billing/calls.js';
 import { NO_OP_USER } from './response-context.js';
-import { isAsleep } from '../push/params.js';
+import { isAsleep, redactContact } from '../push/params.js';
 
 export interface ProxyOptions {
   layer: TransactionLayer;
@@ -1153,7 +1153,7 @@ export class SipProxy implements RequestProcessor {
     if (b.nodeId !== this.opts.nodeId) {
       // Held by another process of the fleet: relayed to it when the fleet relay is on.
       if (!this.opts.relayFlows || !b.nodeId) {
-        this.log.debug({ key: b.key, nodeId: b.nodeId }, 'binding held by another process: skipped');
+        this.log.debug({ key: redactContact(b.key), nodeId: b.nodeId }, 'binding held by another process: skipped');
         return null;
       }
       return { transport: b.transport, address, port: r.port, connId: b.connId, node: b.nodeId };

@@ -133,9 +133,10 @@ export class PushService {
     const notices = this.opts.notices;
     if (!notices) return;
     for (const b of live) {
+      // Only a device with push parameters is ever waited for: one notice per such REGISTER.
       const push = pushOf(b);
-      if (!push && b.instanceId === null) continue;
-      notices.publish(TOPIC, JSON.stringify({ aor, key: b.key, instanceId: b.instanceId, prid: push?.prid ?? null })).catch(() => undefined);
+      if (!push) continue;
+      notices.publish(TOPIC, JSON.stringify({ aor, key: b.key })).catch(() => undefined);
     }
   }
 

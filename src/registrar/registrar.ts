@@ -8,7 +8,7 @@ import type { Flow, SipTransportName } from '../transport/types.js';
 import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location/location.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 import { wantsGruu, type Gruus } from './gruu.js';
-import { featureCaps, pushOf } from '../push/params.js';
+import { featureCaps, pushOf, PUSH_PROVIDERS } from '../push/params.js';
 
 
 export interface RegistrarOptions {
@@ -41,6 +41,11 @@ export interface RegistrarOptions {
    * of its flow (asleep until it expires or registers again) instead of being removed.
    */
   push?: boolean;
+  /**
+   * The push services configured (docs/push.md): a Contact naming another gets 555 (RFC 8599
+   * §4.1.1), with Feature-Caps listing these. Absent = every service the edge knows is accepted.
+   */
+  pushProviders?: readonly string[];
   /** A REGISTER over a live flow wrote these bindings (the push waker wakes held requests with them). */
   onRegistered?: (aor: Aor, bindings: readonly Binding[]) => void;
 }
@@ -110,6 +115,17 @@ export class Registrar {
     const cseq = ctx.cseq.seq;
     const contacts = getHeader(req, 'contact') === undefined ? undefined : parseContacts(req);
 
+    // RFC 8599 §4.1.1: a push service this edge does not send through (not configured) → 555.
+    const offered = this.opts.pushProviders;
+    if (offered && contacts && !contacts.star) {
+      for (const c of contacts.contacts) {
+        const p = c.uri.params.get('pn-provider')?.toLowerCase();
+        if (p && (PUSH_PROVIDERS as readonly string[]).includes(p) && !offered.includes(p)) {
+          this.opts.onOutcome?.('rejected', flow.transport);
+          throw new SipError(555, 'Push Notification Service Not Supported', 'REG_PUSH_PROVIDER', offered.length > 0 ? [['Feature-Caps', featureCaps(offered)]] : []);
+        }
+      }
+    }
     let bindings: Binding[];
     let outcome: RegisterOutcome;
     let heldUntil = 0;

@@ -46,6 +46,7 @@ describe('Registrar with push parameters (RFC 8599)', () => {
       nodeId: 'unit',
       log: createLogger('silent'),
       push: true,
+      pushProviders: ['apns', 'fcm'],
       onRegistered: (aor, bs) => registered.push([aor, bs]),
     });
   });
@@ -123,5 +124,24 @@ describe('Registrar with push parameters (RFC 8599)', () => {
     expect(now).toHaveLength(1);
     expect(now[0]?.connId).toBe('tcp-2');
     expect(isAsleep(now[0] as Binding)).toBe(false);
+  });
+
+  it('a known service that is not configured here: 555 with Feature-Caps naming the configured ones', async () => {
+    const credentials = new MemoryCredentialStore();
+    await credentials.put(DOMAIN, 'alice', deriveCredential('ep-alice', 'alice', DOMAIN, PASSWORD));
+    registrar = new Registrar({
+      store: location,
+      auth: new DigestAuthenticator({ credentials, nonces: new NonceManager({ secret: Buffer.from('unit-test-nonce-secret-0123456789'), ttlSeconds: 300 }), algorithms: ['MD5'] }),
+      policy: { minExpires: 60, maxExpires: 7200, defaultExpires: 3600, clampMinExpires: false, maxContacts: 10 },
+      sipDomain: 'sip.localhost',
+      nodeId: 'unit',
+      log: createLogger('silent'),
+      push: true,
+      pushProviders: ['apns'],
+    });
+    const e = await refusal(register('<sip:alice@192.0.2.7:40000;transport=tcp;pn-provider=fcm;pn-prid=abc>'));
+    expect(e.status).toBe(555);
+    expect(e.headers).toContainEqual(['Feature-Caps', '*;+sip.pns="apns"']);
+    expect((await register(`<sip:alice@192.0.2.7:40000;transport=tcp${PUSH}>`)).status).toBe(200);
   });
 });
