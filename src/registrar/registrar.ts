@@ -243,8 +243,9 @@ export class Registrar {
 
   /**
    * A TCP/TLS/WS flow closed: its bindings can never be reached again
-   * (docs/design.md), so they are removed at once. Bindings of the same AOR that moved
-   * to another flow are kept.
+   * (docs/design.md), so they are removed at once — except, with push on, those with
+   * RFC 8599 push parameters: they sleep (docs/push.md). Bindings of the same AOR that
+   * moved to another flow are kept.
    */
   async flowClosed(connId: string): Promise<void> {
     const aors = this.flows.get(connId);
