@@ -56,6 +56,7 @@ import { createTrunks, type Trunks } from './trunks/index.js';
 import { createNumbers, type Numbers } from './numbers/index.js';
 import { createRouting } from './routing/index.js';
 import { createPush } from './push/index.js';
+import { pushOf } from './push/params.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -146,6 +147,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
 
   // The fleet registry (docs/fleet.md): processes sharing the Redis find each other, and
   // the flow bindings of a dead one are removed by a survivor.
+  // Push is on when a provider's key is set (createPush below checks the files).
+  const pushOn = config.apnsKeyFile !== null || config.fcmServiceAccountFile !== null;
   const nodeAddress = config.nodeAddress ?? (config.sipHost === '0.0.0.0' || config.sipHost === '::' ? null : config.sipHost);
   const fleet: FleetRegistry | null = redis
     ? new FleetRegistry({
@@ -156,6 +159,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         node: nodeAddress,
         log: log.child({ component: 'fleet' }),
         onReaped: (n) => metrics.bindingsReaped(n),
+        // A dead process's phones with push parameters sleep rather than vanish (docs/push.md).
+        sleeps: (b) => pushOn && pushOf(b) !== null,
+        sleep: (aor, bindings) => registrar.sleep(aor, bindings),
         // Where this node's UDP requests leave from: a NATed phone answers only that (docs/fleet.md).
         udpAddress: (): string | null => {
           const l: { host: string; port: number } | null = layer.sentBy('udp');

@@ -272,7 +272,7 @@ export class Registrar {
    * registered until they expire. A Call-ID of its own marks the write, so the device's
    * next REGISTER (its own Call-ID, any CSeq) replaces it.
    */
-  private async sleep(aor: Aor, bindings: readonly Binding[]): Promise<void> {
+  async sleep(aor: Aor, bindings: readonly Binding[]): Promise<void> {
     const now = this.now();
     const callId = `asleep-${now.toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
     const res = await this.opts.store.register(aor, {

@@ -20,6 +20,8 @@ describe('push on two nodes: INVITE at one, the new REGISTER at the other', () =
   let apns: ApnsStub;
   let redis: RedisServerHandle;
   const nodes: Edge[] = [];
+  /** The phone of the first test, left registered (awake) with node .3. */
+  let awake: { phone: Phone; n2: Edge } | null = null;
 
   beforeAll(async () => {
     ca = makeTestCa();
@@ -76,9 +78,22 @@ describe('push on two nodes: INVITE at one, the new REGISTER at the other', () =
       const invite = await answered;
       expect(invite.method).toBe('INVITE');
       expect(apns.pushes.length - seen).toBe(1);
+      awake = { phone, n2 };
     } finally {
       ua.close();
-      phone.sleep();
     }
+  }, 20_000);
+
+  it('node .3 dies (SIGKILL) with the phone connected: the survivor keeps its binding, asleep, instead of removing it', async () => {
+    if (!awake) throw new Error('needs the first test');
+    const { phone, n2 } = awake;
+    const n3 = nodes[1] as Edge;
+    const before = await n2.endpoint(phone.e);
+    expect((before.sip_registrations as Array<{ push?: { asleep: boolean } }>)[0]?.push?.asleep).toBe(false);
+    n3.server.child.kill('SIGKILL');
+    // The reaper on .2 finds .3 silent after 5 s (docs/fleet.md).
+    const v = await n2.waitForEndpoint(phone.e, (x) => (x.sip_registrations as Array<{ push?: { asleep: boolean } }> | undefined)?.[0]?.push?.asleep === true, 12_000);
+    expect(v.sip_registered).toBe('true');
+    phone.sleep();
   }, 20_000);
 });
