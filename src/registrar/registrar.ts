@@ -5,7 +5,7 @@ import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
 import type { IncomingRequest, Reply } from '../core/incoming.js';
 import type { Flow, SipTransportName } from '../transport/types.js';
-import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location/location.js';
+import { aorKey, ownString, type Aor, type Binding, type LocationStore, type RegisterOp } from '../store/location/location.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 import { wantsGruu, type Gruus } from './gruu.js';
 import { featureCaps, pushOf, PUSH_PROVIDERS } from '../push/params.js';
@@ -153,6 +153,10 @@ export class Registrar {
         },
         this.opts.policy,
       );
+      // RFC 8599 §4.1.1: a device is known by its pn-prid too. A binding with the same token
+      // under another key (no +sip.instance, a new port after waking) is the same device:
+      // replaced, not kept asleep beside it.
+      if (this.opts.push) await this.replaceSameDevice(aor, op, now);
       const result = await this.opts.store.register(aor, op);
       if (!result.ok) {
         this.opts.onOutcome?.('rejected', flow.transport);
@@ -264,6 +268,21 @@ export class Registrar {
       } catch (err) {
         this.opts.log.warn({ err, aor: aorKey(aor) }, 'could not remove bindings of a closed flow');
       }
+    }
+  }
+
+  /** Adds to `op` the removal of other bindings carrying a pn-prid that one of its writes carries. */
+  private async replaceSameDevice(aor: Aor, op: RegisterOp, now: number): Promise<void> {
+    const prids = new Map<string, string>();
+    for (const w of op.writes) {
+      const p = pushOf(w);
+      if (p) prids.set(p.prid, w.key);
+    }
+    if (prids.size === 0) return;
+    for (const b of await this.opts.store.lookup(aor, now)) {
+      const p = pushOf(b);
+      const key = p ? prids.get(p.prid) : undefined;
+      if (key !== undefined && key !== b.key && !op.removes.includes(b.key) && !op.writes.some((w) => w.key === b.key)) op.removes.push(b.key);
     }
   }
 

@@ -144,4 +144,16 @@ describe('Registrar with push parameters (RFC 8599)', () => {
     expect(e.headers).toContainEqual(['Feature-Caps', '*;+sip.pns="apns"']);
     expect((await register(`<sip:alice@192.0.2.7:40000;transport=tcp${PUSH}>`)).status).toBe(200);
   });
+
+  it('a device without +sip.instance that wakes on a new port replaces its sleeping binding (same pn-prid)', async () => {
+    await register(`<sip:alice@192.0.2.7:40000;transport=tcp${PUSH}>`);
+    await registrar.flowClosed('tcp-1');
+    expect(isAsleep((await location.lookup(AOR))[0] as Binding)).toBe(true);
+    conn = 'tcp-2';
+    expect((await register(`<sip:alice@192.0.2.7:40077;transport=tcp${PUSH}>`, 'call-9')).status).toBe(200);
+    const now = await location.lookup(AOR);
+    expect(now).toHaveLength(1);
+    expect(now[0]?.uri).toContain(':40077;');
+    expect(now[0]?.connId).toBe('tcp-2');
+  });
 });
