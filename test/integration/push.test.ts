@@ -135,6 +135,40 @@ describe('push to sleeping phones (RFC 8599)', () => {
     }
   }, 20_000);
 
+  it('APNs answers 503 once: the push is tried once more and the phone is woken; sip_push_sent_total counts it', async () => {
+    const prid = randomBytes(32).toString('hex');
+    apns.flaky.add(prid);
+    const phone = await sleepingPhone('apns', prid);
+    const caller = await edge.newEndpoint(account, `caller${n}`);
+    const ua = await TestUa.start(edge.server.ports.udp as number, caller);
+    try {
+      expect(await ua.register()).toBe(200);
+      const seen = apns.pushes.length;
+      const sent = ua.call('MESSAGE', `sip:${phone.e.username}@${account.sipDomain}`);
+      await apns.next(seen + 1, 5000);
+      expect(apns.pushes.slice(seen).map((p) => p.token)).toEqual([prid, prid]);
+      expect((await phone.register()).status).toBe(200);
+      const conn = phone.conn as SipConn;
+      for (;;) {
+        const p = parseMessage(Buffer.from(phone.early.shift() ?? (await conn.next(5000))));
+        if (p.ok && p.msg.kind === 'request' && p.msg.method === 'MESSAGE') {
+          const req = p.msg;
+          conn.send(
+            [`SIP/2.0 200 OK`, ...getHeaders(req, 'via').map((v) => `Via: ${v}`), `From: ${getHeader(req, 'from')}`, `To: ${getHeader(req, 'to')};tag=m2`, `Call-ID: ${getHeader(req, 'call-id')}`, `CSeq: ${getHeader(req, 'cseq')}`, 'Content-Length: 0', '', ''].join('\r\n'),
+          );
+          break;
+        }
+      }
+      expect((await sent).status).toBe(200);
+      const metrics = await (await fetch(`${edge.base}/metrics`)).text();
+      expect(metrics).toMatch(/sip_push_sent_total\{provider="apns",outcome="sent"\} [1-9]/);
+      expect(metrics).toMatch(/sip_push_sent_total\{provider="apns",outcome="gone"\} 1/);
+    } finally {
+      ua.close();
+      phone.sleep();
+    }
+  }, 20_000);
+
   it('FCM: a MESSAGE pushes a data message with a token from the service account; the phone registers again and gets it', async () => {
     const phone = await sleepingPhone('fcm');
     const caller = await edge.newEndpoint(account, `caller${n}`);

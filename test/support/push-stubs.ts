@@ -32,6 +32,8 @@ export interface ApnsStub {
   pushes: ApnsPush[];
   /** Tokens answered 410 Unregistered. */
   dead: Set<string>;
+  /** Tokens answered 503 once (then 200). */
+  flaky: Set<string>;
   /** Resolves with the next push (or one already received beyond `seen`). */
   next(seen: number, timeoutMs?: number): Promise<ApnsPush>;
   close(): Promise<void>;
@@ -72,6 +74,7 @@ export async function startApnsStub(ca: TestCa): Promise<ApnsStub> {
   const teamId = 'ABCDE12345';
   const pushes: ApnsPush[] = [];
   const dead = new Set<string>();
+  const flaky = new Set<string>();
   const w = waiter(pushes);
   const server: Http2SecureServer = createSecureServer({ key: ca.serverKey, cert: ca.serverCert });
   server.on('stream', (stream, headers) => {
@@ -101,6 +104,7 @@ export async function startApnsStub(ca: TestCa): Promise<ApnsStub> {
         else if (!jwtOk) reply(403, 'InvalidProviderToken');
         else if (!push.topic) reply(400, 'MissingTopic');
         else if (dead.has(token)) reply(410, 'Unregistered');
+        else if (flaky.delete(token)) reply(503, 'ServiceUnavailable');
         else reply(200);
       })();
     });
@@ -114,6 +118,7 @@ export async function startApnsStub(ca: TestCa): Promise<ApnsStub> {
     teamId,
     pushes,
     dead,
+    flaky,
     next: (seen, ms) => w.next(seen, ms),
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
