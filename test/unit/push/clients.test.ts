@@ -154,4 +154,23 @@ describe('PushService', () => {
     const svc = new PushService({ senders: {}, waitMs: 5000, location: new MemoryLocationStore({ sweepIntervalMs: 0 }), log: createLogger('silent') });
     expect(await svc.wake(aor, binding(null), 'c', 'INVITE')).toBeNull();
   });
+
+  it('the service unreachable: each request ends at PUSH_WAIT, the error is logged once per interval, not per call', async () => {
+    const lines: string[] = [];
+    const log = createLogger('info', { write: (l: string) => void lines.push(l) });
+    const down: PushSender = {
+      async send() {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:1');
+      },
+      close() {},
+    };
+    const svc = new PushService({ senders: { apns: down }, waitMs: 200, location: new MemoryLocationStore({ sweepIntervalMs: 0 }), log });
+    const devices = [1, 2, 3].map((i) => ({ ...binding(null), key: `k${i}`, instanceId: `i${i}`, uri: binding(null).uri.replace(TOKEN, `${i}`.repeat(64)) }));
+    const results = await Promise.all(devices.map((b, i) => svc.wake(aor, b, `call-${i}`, 'INVITE')));
+    expect(results).toEqual([null, null, null]);
+    const warned = lines.filter((l) => l.includes('push not sent'));
+    expect(warned).toHaveLength(1);
+    for (const d of devices) expect(lines.join('')).not.toContain(d.uri.split('pn-prid=')[1]?.split(';')[0]);
+    svc.close();
+  });
 });
