@@ -50,9 +50,10 @@ export function parsePushParams(params: ReadonlyMap<string, string | null>): Pus
   if (provider === undefined && prid === undefined && param === undefined) return null;
   const bad: string[] = [];
   if (provider === undefined || provider === null || provider.length > PN_PROVIDER_MAX || !PROVIDER_RE.test(provider)) bad.push('pn-provider');
-  // RFC 8599 §4.1.1: pn-provider alone is a query of support (no binding needs waking);
-  // with it, a token is needed to send anything.
-  if (prid === undefined || prid === null || prid.length > PN_PRID_MAX || !VALUE_RE.test(prid)) bad.push('pn-prid');
+  // RFC 8599 §5.1: pn-provider alone asks whether the service is supported (the 200 says so
+  // in Feature-Caps); no push is ever sent to such a binding. Otherwise a token is needed.
+  const query = prid === undefined && param === undefined;
+  if (!query && (prid === undefined || prid === null || prid.length > PN_PRID_MAX || !VALUE_RE.test(prid))) bad.push('pn-prid');
   if (param !== undefined && (param === null || param.length > PN_PARAM_MAX || !VALUE_RE.test(param))) bad.push('pn-param');
   if (bad.length > 0) {
     throw new SipError(400, `Bad ${bad.join(', ')} parameter${bad.length > 1 ? 's' : ''}`, 'REG_BAD_PUSH_PARAMS', [
@@ -61,6 +62,7 @@ export function parsePushParams(params: ReadonlyMap<string, string | null>): Pus
   }
   const p = (provider as string).toLowerCase();
   if (!(PUSH_PROVIDERS as readonly string[]).includes(p)) throw unsupportedProvider();
+  if (query) return null;
   if (p === 'apns' && param !== undefined && topicOf(param as string) === null) {
     throw new SipError(400, 'Bad pn-param parameter', 'REG_BAD_PUSH_PARAMS', [['Warning', '399 sip-edge "pn-param for apns is <team id>.<bundle id>"']]);
   }

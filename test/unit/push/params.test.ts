@@ -31,6 +31,11 @@ describe('parsePushParams', () => {
     expect(parsePushParams(params({ 'pn-provider': 'fcm', 'pn-prid': 'tok' }))?.param).toBeNull();
   });
 
+  it('pn-provider alone (RFC 8599 §5.1, a query of support): no push parameters, but 555 for another service', () => {
+    expect(parsePushParams(params({ 'pn-provider': 'apns' }))).toBeNull();
+    expect(refusal(() => parsePushParams(params({ 'pn-provider': 'webpush' }))).status).toBe(555);
+  });
+
   it('no pn-* parameter: null (nothing changes for such a contact)', () => {
     expect(parsePushParams(params({ transport: 'tcp', ob: null }))).toBeNull();
   });
@@ -43,7 +48,7 @@ describe('parsePushParams', () => {
   });
 
   it('malformed or oversized pn-* parameters: 400 naming them', () => {
-    expect(refusal(() => parsePushParams(params({ 'pn-provider': 'apns' }))).reason).toBe('Bad pn-prid parameter');
+    expect(refusal(() => parsePushParams(params({ 'pn-provider': 'apns', 'pn-param': 'ABCDE12345.x' }))).reason).toBe('Bad pn-prid parameter');
     expect(refusal(() => parsePushParams(params({ 'pn-prid': TOKEN }))).reason).toBe('Bad pn-provider parameter');
     expect(refusal(() => parsePushParams(params({ 'pn-provider': 'apns', 'pn-prid': 'x'.repeat(1025) }))).reason).toBe('Bad pn-prid parameter');
     expect(refusal(() => parsePushParams(params({ 'pn-provider': 'apns', 'pn-prid': 'tok"en' }))).reason).toBe('Bad pn-prid parameter');

@@ -156,4 +156,12 @@ describe('Registrar with push parameters (RFC 8599)', () => {
     expect(now[0]?.uri).toContain(':40077;');
     expect(now[0]?.connId).toBe('tcp-2');
   });
+
+  it('pn-provider alone: 200 with Feature-Caps naming it, and the binding is removed when its flow closes (nothing to push to)', async () => {
+    const r = await register('<sip:alice@192.0.2.7:40000;transport=tcp;pn-provider=fcm>');
+    expect(r.status).toBe(200);
+    expect(r.headers).toContainEqual(['Feature-Caps', '*;+sip.pns="fcm"']);
+    await registrar.flowClosed('tcp-1');
+    expect(await location.lookup(AOR)).toEqual([]);
+  });
 });
