@@ -10,7 +10,7 @@ import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LocationStore } from '../store/location/location.js';
 import { ApnsClient } from './apns.js';
-import { FcmClient, parseServiceAccount } from './fcm.js';
+import { FcmClient, parseServiceAccount, type ServiceAccount } from './fcm.js';
 import type { PushProvider } from './params.js';
 import { PushService, type PushNotices } from './service.js';
 import type { PushSender } from './types.js';
@@ -33,9 +33,10 @@ function read(file: string, name: string): string {
   }
 }
 
-/** The push service, or null when no provider is configured. Throws ConfigError for a bad key file. */
-export function createPush(s: PushSettings, deps: { location: LocationStore; log: Logger; registry?: Registry; notices?: PushNotices | null }): PushService | null {
-  const senders: Partial<Record<PushProvider, PushSender>> = {};
+/** The keys of the configured providers, read and checked. Throws ConfigError naming the setting. */
+export function loadPushKeys(s: PushSettings): { apnsPem: string | null; account: ServiceAccount | null } {
+  let apnsPem: string | null = null;
+  let account: ServiceAccount | null = null;
   if (s.apnsKeyFile) {
     if (!s.apnsKeyId || !s.apnsTeamId) throw new ConfigError('APNS_KEY_FILE needs APNS_KEY_ID and APNS_TEAM_ID');
     const pem = read(s.apnsKeyFile, 'APNS_KEY_FILE');
@@ -44,19 +45,26 @@ export function createPush(s: PushSettings, deps: { location: LocationStore; log
     } catch {
       throw new ConfigError(`APNS_KEY_FILE: ${s.apnsKeyFile} is not a .p8 (PKCS #8 EC P-256) key`);
     }
-    senders.apns = new ApnsClient({ url: s.apnsUrl, keyPem: pem, keyId: s.apnsKeyId, teamId: s.apnsTeamId });
+    apnsPem = pem;
   }
   if (s.fcmServiceAccountFile) {
     const text = read(s.fcmServiceAccountFile, 'FCM_SERVICE_ACCOUNT_FILE');
-    let account;
     try {
       account = parseServiceAccount(text);
       createPrivateKey(account.private_key);
     } catch (err) {
       throw new ConfigError(`FCM_SERVICE_ACCOUNT_FILE: ${s.fcmServiceAccountFile} is not a service account key (${err instanceof Error ? err.message : 'bad'})`);
     }
-    senders.fcm = new FcmClient({ url: s.fcmUrl, account });
   }
+  return { apnsPem, account };
+}
+
+/** The push service, or null when no provider is configured. Throws ConfigError for a bad key file. */
+export function createPush(s: PushSettings, deps: { location: LocationStore; log: Logger; registry?: Registry; notices?: PushNotices | null }): PushService | null {
+  const senders: Partial<Record<PushProvider, PushSender>> = {};
+  const { apnsPem, account } = loadPushKeys(s);
+  if (apnsPem) senders.apns = new ApnsClient({ url: s.apnsUrl, keyPem: apnsPem, keyId: s.apnsKeyId as string, teamId: s.apnsTeamId as string });
+  if (account) senders.fcm = new FcmClient({ url: s.fcmUrl, account });
   if (!senders.apns && !senders.fcm) return null;
   return new PushService({ senders, waitMs: s.pushWait * 1000, ...deps });
 }

@@ -234,6 +234,12 @@ describe('push settings at start', () => {
     expect(lines).toEqual(['sip-edge: configuration error: APNS_KEY_FILE: cannot read /nonexistent/AuthKey_X.p8 (ENOENT)']);
   });
 
+  it('the same with SIP_WORKERS=2: the node stops before any worker starts (exit 2)', async () => {
+    const { code, output } = await runServerUntilStopped({ SIP_WORKERS: '2', APNS_KEY_FILE: '/nonexistent/AuthKey_X.p8', APNS_KEY_ID: 'K', APNS_TEAM_ID: 'T' });
+    expect(code).toBe(2);
+    expect(output).toContain('sip-edge: configuration error: APNS_KEY_FILE: cannot read /nonexistent/AuthKey_X.p8 (ENOENT)');
+  });
+
   it('an unreadable FCM service account file: exit 2', async () => {
     const ca = makeTestCa();
     try {
