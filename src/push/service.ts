@@ -84,8 +84,9 @@ export class PushService {
       const device = `${k} ${push.prid}`;
       if (this.#pending.has(device)) return;
       this.#pending.add(device);
+      // Another request while this device is still being woken shares this push (until it
+      // registers, or PUSH_WAIT after the push).
       void this.#push(sender, push, aor, binding, callId, method).finally(() => {
-        // Another request while this device is still being woken shares this push.
         setTimeout(() => this.#pending.delete(device), this.opts.waitMs).unref();
       });
     });
@@ -144,7 +145,13 @@ export class PushService {
     const set = this.#waiters.get(aorKey(aor));
     if (!set) return;
     const prid = pushOf(b)?.prid ?? null;
-    for (const w of [...set]) if ((w.instanceId !== null && w.instanceId === b.instanceId) || (prid !== null && w.prid === prid)) w.resolve(b);
+    for (const w of [...set]) {
+      if ((w.instanceId !== null && w.instanceId === b.instanceId) || (prid !== null && w.prid === prid)) {
+        // Awake: the next request after it sleeps again sends a push of its own.
+        this.#pending.delete(`${aorKey(aor)} ${w.prid}`);
+        w.resolve(b);
+      }
+    }
   }
 
   /** Another process took the device's REGISTER: the binding is read back (it names that process and flow). */

@@ -121,6 +121,12 @@ describe('PushService', () => {
     expect((await w1)?.connId).toBe('tcp-9');
     expect((await w2)?.connId).toBe('tcp-9');
     expect(await metric(reg)).toMatch(/sip_push_sent_total\{provider="apns",outcome="sent"\} 1/);
+    // Asleep again soon after: the next request pushes again.
+    const w3 = svc.wake(aor, binding(null), 'call-3', 'INVITE');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(s.sent).toHaveLength(2);
+    svc.registered(aor, [binding('tcp-10', 40002)]);
+    expect((await w3)?.connId).toBe('tcp-10');
     svc.close();
   });
 
