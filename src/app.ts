@@ -56,6 +56,8 @@ import { createTrunks, type Trunks } from './trunks/index.js';
 import { createNumbers, type Numbers } from './numbers/index.js';
 import { createKyc } from './kyc/index.js';
 import { createRouting } from './routing/index.js';
+import { createPush } from './push/index.js';
+import { pushOf } from './push/params.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -146,6 +148,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
 
   // The fleet registry (docs/fleet.md): processes sharing the Redis find each other, and
   // the flow bindings of a dead one are removed by a survivor.
+  // Push is on when a provider's key is set (createPush below checks the files).
+  const pushOn = config.apnsKeyFile !== null || config.fcmServiceAccountFile !== null;
   const nodeAddress = config.nodeAddress ?? (config.sipHost === '0.0.0.0' || config.sipHost === '::' ? null : config.sipHost);
   const fleet: FleetRegistry | null = redis
     ? new FleetRegistry({
@@ -156,6 +160,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         node: nodeAddress,
         log: log.child({ component: 'fleet' }),
         onReaped: (n) => metrics.bindingsReaped(n),
+        // A dead process's phones with push parameters sleep rather than vanish (docs/push.md).
+        sleeps: (b) => pushOn && pushOf(b) !== null,
+        sleep: (aor, bindings) => registrar.sleep(aor, bindings),
         // Where this node's UDP requests leave from: a NATed phone answers only that (docs/fleet.md).
         udpAddress: (): string | null => {
           const l: { host: string; port: number } | null = layer.sentBy('udp');
@@ -204,6 +211,10 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   });
   // GRUUs (RFC 5627) must open on every node that may receive a request for one: keyed like nonces.
   const gruus = new Gruus(config.nonceSecret ? Buffer.from(config.nonceSecret) : randomBytes(32));
+  // Push to sleeping mobile devices (RFC 8599, docs/push.md): off unless a provider's key is set.
+  const push = createPush(config, { location, log: log.child({ component: 'push' }), registry: metrics.registry, notices: events });
+  if (push) log.info({ providers: push.providers, waitS: config.pushWait }, 'push on');
+  else log.info('push off (neither APNS_KEY_FILE nor FCM_SERVICE_ACCOUNT_FILE is set)');
   const registrar = new Registrar({
     store: location,
     auth,
@@ -227,6 +238,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     // An endpoint removed through the API closes the flows only it used.
     closeFlow: (transport, connId) => transports.get(transport)?.closeFlow(connId),
     onFlowAor: (aor) => fleet?.noteFlowAor(aor),
+    push: push !== null,
+    pushProviders: push?.providers ?? [],
+    onRegistered: push ? (aor, bindings) => push.registered(aor, bindings) : undefined,
   });
 
   const handlers = new Map<string, RequestHandler>([
@@ -343,6 +357,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     noAnswerTimeoutMs: config.noAnswerTimeout * 1000,
     maxCallDurationMs: config.maxCallDuration * 1000,
     calls: callTracker,
+    ...(push ? { push } : {}),
     charging: billing.charging,
     log: log.child({ component: 'proxy' }),
   });
@@ -505,6 +520,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       hardening.stop();
       metrics.stop();
       router.stop();
+      push?.close();
       await location.close();
       await credentials.close();
       await directory.close();

@@ -254,6 +254,20 @@ export interface Config {
   defaultCurrency: string;
   /** The rate deck CSV (docs/billing.md "Rates"); development loads a sample when unset. @default null */
   rateDeckFile: string | null;
+  /** APNs provider API base URL (docs/push.md). @default 'https://api.push.apple.com' */
+  apnsUrl: string;
+  /** The APNs auth key (.p8); push through APNs is off when unset. @default null */
+  apnsKeyFile: string | null;
+  /** Its key id (the JWT's `kid`). @default null */
+  apnsKeyId: string | null;
+  /** The Apple developer team id (the JWT's `iss`). @default null */
+  apnsTeamId: string | null;
+  /** FCM HTTP v1 base URL. @default 'https://fcm.googleapis.com' */
+  fcmUrl: string;
+  /** The Google service account JSON; push through FCM is off when unset. @default null */
+  fcmServiceAccountFile: string | null;
+  /** How long a request waits for a pushed device to register again, seconds. @default 10 */
+  pushWait: number;
   /**
    * The numbers for sale, CSV (docs/numbers.md "Inventory"); upserted at start and on
    * SIGHUP. Development loads a few sample numbers when unset. @default null
@@ -351,6 +365,13 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   adminAuthToken: null,
   defaultCurrency: 'USD',
   rateDeckFile: null,
+  apnsUrl: 'https://api.push.apple.com',
+  apnsKeyFile: null,
+  apnsKeyId: null,
+  apnsTeamId: null,
+  fcmUrl: 'https://fcm.googleapis.com',
+  fcmServiceAccountFile: null,
+  pushWait: 10,
   numberInventoryFile: null,
   kycProviderUrl: null,
   kycProviderSecret: null,
@@ -432,6 +453,13 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['ADMIN_AUTH_TOKEN', 'adminAuthToken', adminToken],
   ['DEFAULT_CURRENCY', 'defaultCurrency', currency],
   ['RATE_DECK_FILE', 'rateDeckFile', optStr],
+  ['APNS_URL', 'apnsUrl', httpsUrl],
+  ['APNS_KEY_FILE', 'apnsKeyFile', optStr],
+  ['APNS_KEY_ID', 'apnsKeyId', optStr],
+  ['APNS_TEAM_ID', 'apnsTeamId', optStr],
+  ['FCM_URL', 'fcmUrl', httpsUrl],
+  ['FCM_SERVICE_ACCOUNT_FILE', 'fcmServiceAccountFile', optStr],
+  ['PUSH_WAIT', 'pushWait', int(1, 120)],
   ['NUMBER_INVENTORY_FILE', 'numberInventoryFile', optStr],
   ['KYC_PROVIDER_URL', 'kycProviderUrl', httpBaseUrl],
   ['KYC_PROVIDER_SECRET', 'kycProviderSecret', secret(16)],
@@ -641,6 +669,11 @@ function dataKeys(v: string, name: string): Array<{ kid: string; key: string }> 
   } catch (e) {
     throw new ConfigError(`${name}: ${(e as Error).message}`);
   }
+}
+function httpsUrl(v: string, name: string): string {
+  const t = v.trim().replace(/\/+$/, '');
+  if (!/^https:\/\/[^/\s]+$/.test(t)) throw new ConfigError(`${name} must be an https:// URL (scheme, host and port only), got "${v}"`);
+  return t;
 }
 function optStr(v: string): string | null {
   const t = v.trim();

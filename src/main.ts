@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { isWorker, reportListening, runPrimary, type PortsLine } from './cluster.js';
 import { startStoreProcess } from './store/redis/store-process.js';
+import { loadPushKeys } from './push/index.js';
 
 /**
  * DATA_ENCRYPTION_KEY unset (development only; production refuses to start): say once
@@ -37,6 +38,9 @@ async function main(): Promise<void> {
   let config;
   try {
     config = loadConfig(process.env);
+    // Push key files (docs/push.md): checked before any worker starts, so a bad one stops the
+    // node with exit 2 whatever SIP_WORKERS is.
+    if (!isWorker()) loadPushKeys(config);
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`sip-edge: configuration error: ${e.message}\n`);

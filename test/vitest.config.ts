@@ -65,6 +65,8 @@ export const PLATFORM_FILES = [
   'test/integration/kyc-calls.test.ts',
   'test/integration/kyc-sessions-api.test.ts',
   'test/e2e/kyc-session-browser.test.ts',
+  'test/integration/push.test.ts',
+  'test/integration/push-fleet.test.ts',
 ];
 
 const common = {

@@ -5,6 +5,7 @@
 import type { ApplicationRecord, EndpointRecord } from '../store/directory/directory.js';
 import type { Binding } from '../store/location/location.js';
 import type { Customer } from './context.js';
+import { isAsleep, pushOf, redactContact, shortPrid } from '../push/params.js';
 
 /**
  * `host:port` of a Contact URI (the spec's sip_contact). A URI without a port
@@ -52,12 +53,15 @@ export function iso(ms: number): string {
 }
 
 export function registrationView(b: Binding) {
+  const push = pushOf(b);
   return {
-    contact: b.uri,
+    // A device token is the device's secret: only its ends are shown (docs/push.md).
+    contact: push ? redactContact(b.uri) : b.uri,
     expires: iso(b.expiresAt),
     user_agent: b.userAgent,
     received: b.received,
     path: b.path,
+    ...(push ? { push: { provider: push.provider, prid: shortPrid(push.prid), asleep: isAsleep(b) } } : {}),
   };
 }
 
@@ -95,7 +99,7 @@ export function endpointView(
     alias: e.alias,
     sip_uri: sipUri(c, e.username),
     sip_registered: b ? 'true' : 'false',
-    sip_contact: b ? contactHostPort(b.uri) : null,
+    sip_contact: b ? contactHostPort(redactContact(b.uri)) : null,
     sip_expires: b ? iso(until) : null,
     sip_user_agent: b ? b.userAgent : null,
     application: app
@@ -117,7 +121,7 @@ export function endpointView(
   };
   if (detail) {
     if (b) view.sip_registration = registrationView(b);
-    view.sip_registrations = bindings.map((x) => ({ ...registrationView(x), sip_contact: contactHostPort(x.uri), transport: x.transport }));
+    view.sip_registrations = bindings.map((x) => ({ ...registrationView(x), sip_contact: contactHostPort(redactContact(x.uri)), transport: x.transport }));
   }
   return view;
 }

@@ -12,6 +12,7 @@ import { isEventId, type RegistrationEvent } from '../store/location/location.js
 import { headerValue } from './auth.js';
 import { customerOf, queryObject, type ApiContext, type Customer } from './context.js';
 import { badRequest } from './errors.js';
+import { redactContact } from '../push/params.js';
 
 /** Most events one JSON page or one stream write carries. */
 const PAGE_MAX = 500;
@@ -91,7 +92,7 @@ export function eventView(e: RegistrationEvent): Record<string, unknown> {
     endpoint_id: b.endpointId ?? null,
     username: e.aor.user,
     transport: b.transport,
-    sip_contact: b.uri,
+    sip_contact: redactContact(b.uri),
     received: b.received,
     sip_user_agent: b.userAgent,
     expiry: new Date(b.expiresAt).toISOString(),

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import type { Flow, SipTransportName } from '../transport/types.js';
 import type { RedisClient } from '../store/redis/client.js';
 import { DEFAULT_REDIS_PREFIX } from '../store/redis/keys.js';
-import { aorKey, type Aor, type LocationStore } from '../store/location/location.js';
+import { aorKey, type Aor, type Binding, type LocationStore } from '../store/location/location.js';
 
 /** How often a process says it is alive. */
 export const FLEET_BEAT_MS = 1_000;
@@ -36,6 +36,12 @@ export interface FleetRegistryOptions {
   prefix?: string;
   /** A dead process's bindings were removed (metrics). */
   onReaped?: (count: number) => void;
+  /**
+   * Flow bindings of a dead process that sleep instead of being removed (RFC 8599, docs/push.md:
+   * a device that can be woken by a push); `sleep` writes them back without their connection.
+   */
+  sleeps?: (b: Binding) => boolean;
+  sleep?: (aor: Aor, bindings: readonly Binding[]) => Promise<void>;
   /** This process's tag (the last part of its id, and the prefix of its branches). */
   processTag: string;
   /** The `host:port` this process's UDP requests leave from (known once bound), or null without UDP. */
@@ -259,8 +265,11 @@ export class FleetRegistry {
       const nl = member.indexOf('\n');
       if (nl <= 0) continue;
       const aor: Aor = { domain: member.slice(0, nl), user: member.slice(nl + 1) };
-      const keys = (await location.lookup(aor)).filter((b) => b.nodeId === dead.id && b.connId !== null).map((b) => b.key);
+      const held = (await location.lookup(aor)).filter((b) => b.nodeId === dead.id && b.connId !== null);
+      const sleeping = this.#o.sleep && this.#o.sleeps ? held.filter(this.#o.sleeps) : [];
+      const keys = held.filter((b) => !sleeping.includes(b)).map((b) => b.key);
       if (keys.length > 0) removed += await location.removeKeys(aor, keys);
+      if (sleeping.length > 0) await this.#o.sleep?.(aor, sleeping);
     }
     await redis.del(flows);
     await redis.hdel(this.#procs, dead.id);

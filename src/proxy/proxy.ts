@@ -16,7 +16,7 @@ import { cloneRequest, prependHeaders, removeHeaders, removeHeadersWhere, setHea
 import { formatUri, parseUri } from '../sip/uri.js';
 import type { CredentialStore } from '../store/credentials/credentials.js';
 import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
-import type { Binding, LocationStore } from '../store/location/location.js';
+import type { Aor, Binding, LocationStore } from '../store/location/location.js';
 import type { SipTransportName } from '../transport/types.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, TRUNK_LIMIT_KEY, type CallLimiter } from './call-limiter.js';
 import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tracker.js';
@@ -33,6 +33,7 @@ import type { TrunkView } from '../trunks/lookup.js';
 import type { NumberRoute } from '../numbers/lookup.js';
 import type { CallCharge, CallCharging } from '../billing/calls.js';
 import { NO_OP_USER } from './response-context.js';
+import { isAsleep, redactContact } from '../push/params.js';
 
 export interface ProxyOptions {
   layer: TransactionLayer;
@@ -50,6 +51,12 @@ export interface ProxyOptions {
   relayFlows?: boolean;
   /** Call records and callbacks (docs/events.md "Calls"); none when absent. */
   calls?: CallTracker;
+  /**
+   * Wakes a sleeping device (RFC 8599, docs/push.md): one push, then the binding it
+   * registers again with, or null (none within PUSH_WAIT, or the push failed). Absent =
+   * sleeping bindings are not reached.
+   */
+  push?: { wake(aor: Aor, binding: Binding, callId: string, method: string): Promise<Binding | null> };
   /** Prices, credit checks and credit cuts of calls (docs/billing.md "Calls"); calls are free when absent. */
   charging?: CallCharging;
   /** Media through rtpengine (docs/media.md "Calls"); SDP untouched when absent. */
@@ -107,6 +114,8 @@ interface Leg {
   extra: Array<[string, string]>;
   /** A gateway of a trunk (tried one after another, docs/trunks.md "Outbound"). */
   gateway?: GatewayTry;
+  /** A sleeping device (RFC 8599): held while a push wakes it, then sent on its new flow. */
+  wake?: { aor: Aor; binding: Binding };
 }
 
 /** How a trunk leg goes out: its gateway, the caller ID, the credential retry it is. */
@@ -495,6 +504,11 @@ export class SipProxy implements RequestProcessor {
     const target = await this.resolve(req.uri, caller);
     this.checkPolicy(ctx, caller, traits, target);
     const legs = await this.legsOf(target, caller);
+    // Only a call or a message wakes a sleeping device (RFC 8599 §5.3).
+    if (req.method !== 'INVITE' && req.method !== 'MESSAGE' && legs.some((l) => l.wake)) {
+      for (let i = legs.length - 1; i >= 0; i--) if (legs[i]?.wake) legs.splice(i, 1);
+      if (legs.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_NOT_REGISTERED');
+    }
     // A trunk's gateways are tried one after another (docs/trunks.md "Outbound"): the first
     // now, the others as each fails.
     const spares = target.kind === 'trunk' ? legs.splice(1) : [];
@@ -605,8 +619,34 @@ export class SipProxy implements RequestProcessor {
     };
     for (const [i, leg] of legs.entries()) {
       if (media?.legs[i] === 'dropped') continue; // needed the relay, and no engine took it
+      if (leg.wake) {
+        legOfBranch.push(i);
+        context.hold(this.wakeLeg(ctx, leg.wake, legs, media, context, forkLeg), { status: 480, reason: 'Temporarily Unavailable' });
+        continue;
+      }
       forkLeg(leg, i);
     }
+  }
+
+  /** A sleeping device's branch (RFC 8599): pushed, then forked on the flow it registers again on; 0 when it did not. */
+  private async wakeLeg(
+    ctx: IncomingRequest,
+    wake: { aor: Aor; binding: Binding },
+    legs: Leg[],
+    media: MediaPlan | null,
+    context: ResponseContext,
+    forkLeg: (leg: Leg, i: number) => void,
+  ): Promise<number> {
+    const b = await (this.opts.push as NonNullable<ProxyOptions['push']>).wake(wake.aor, wake.binding, ctx.callId, ctx.req.method);
+    if (!b || !context.open) return 0;
+    const dest = this.bindingDestination(b);
+    if (!dest) return 0;
+    const ready: Leg = { uri: b.uri, dest, path: b.path, extra: [] };
+    const j = legs.push(ready) - 1;
+    if (media && !(await this.offerMediaLeg(ctx, media, ready, j))) return 0;
+    if (!context.open) return 0;
+    forkLeg(ready, j);
+    return 1;
   }
 
   // --- the phone network (docs/trunks.md) -----------------------------------------
@@ -765,6 +805,7 @@ export class SipProxy implements RequestProcessor {
       for (const b of bindings) {
         const dest = this.bindingDestination(b);
         if (dest) legs.push({ uri: b.uri, dest, path: b.path, extra: [] });
+        else if (this.opts.push && isAsleep(b)) legs.push({ uri: b.uri, dest: sleepingDest(b), path: b.path, extra: [], wake: { aor: { domain: target.domain, user: target.user }, binding: b } });
       }
       if (legs.length === 0) throw new SipError(480, 'Temporarily Unavailable', 'PROXY_NOT_REGISTERED');
     } else if (target.kind === 'trunk') {
@@ -1112,7 +1153,7 @@ export class SipProxy implements RequestProcessor {
     if (b.nodeId !== this.opts.nodeId) {
       // Held by another process of the fleet: relayed to it when the fleet relay is on.
       if (!this.opts.relayFlows || !b.nodeId) {
-        this.log.debug({ key: b.key, nodeId: b.nodeId }, 'binding held by another process: skipped');
+        this.log.debug({ key: redactContact(b.key), nodeId: b.nodeId }, 'binding held by another process: skipped');
         return null;
       }
       return { transport: b.transport, address, port: r.port, connId: b.connId, node: b.nodeId };
@@ -1335,4 +1376,11 @@ function dialogOf(ctx: IncomingRequest, ok: SipResponse, callerDest: Destination
     calleeDest,
     callerDest,
   };
+}
+
+/** Where a sleeping device was last reached (what the media plan is made for until it wakes). */
+function sleepingDest(b: Binding): Destination {
+  const r = parseUri(b.received);
+  const address = r ? (r.host.startsWith('[') ? r.host.slice(1, -1) : r.host) : '0.0.0.0';
+  return { transport: b.transport, address, port: r?.port ?? 0, connId: null };
 }

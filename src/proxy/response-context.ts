@@ -105,6 +105,9 @@ export interface ForkOptions {
   restore?: ReadonlyArray<readonly [string, string]>;
 }
 
+/** The destination of a held branch (never sent to). */
+const HELD = { transport: 'udp', address: '0.0.0.0', port: 0, connId: null } as Destination;
+
 /** A client transaction user that wants nothing of its responses (CANCELs, the edge's own BYEs). */
 export const NO_OP_USER: ClientTransactionUser = { onResponse() {}, onFailure() {} };
 const COMPLETED_ELSEWHERE = 'SIP;cause=200;text="Call completed elsewhere"';
@@ -194,6 +197,30 @@ export class ResponseContext implements ClientTransactionUser {
         this.branchEnded(b);
       }, o.answerTimeoutMs);
     }
+  }
+
+  /**
+   * A branch whose target is not reachable yet (a sleeping device being woken by a push,
+   * RFC 8599): it counts as pending — no best response is chosen while it waits — until
+   * `work` resolves with how many branches it forked for it (none: it ends as `otherwise`).
+   * A caller's CANCEL or the no-answer timeout ends it like any branch not yet answered.
+   */
+  hold(work: Promise<number>, otherwise: { status: number; reason: string }): void {
+    const request = { kind: 'request', method: this.opts.server.method, uri: '', headers: [], body: Buffer.alloc(0) } as unknown as SipRequest;
+    const b: Branch = { tx: null, request, destination: HELD, provisional: false, final: null, cancel: 'none', cancelReason: null };
+    this.branches.push(b);
+    void work
+      .then(
+        (added) => {
+          if (added > 0) b.recursed = true;
+          b.final ??= { ...otherwise, response: null };
+        },
+        (err: unknown) => {
+          b.final ??= { ...otherwise, response: null };
+          this.opts.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'held branch failed');
+        },
+      )
+      .finally(() => this.maybeFinish());
   }
 
   /** New branches may still be added (no 2xx forwarded, no final chosen, not ended by CANCEL or timeout). */

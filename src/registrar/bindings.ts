@@ -1,6 +1,7 @@
 import { SipError } from '../errors.js';
 import type { ContactList, NameAddr } from '../sip/message.js';
 import type { Binding, BindingWrite, RegisterOp } from '../store/location/location.js';
+import { parsePushParams } from '../push/params.js';
 
 /** Registrar limits, from Config. */
 export interface ExpiresPolicy {
@@ -54,6 +55,8 @@ export function planRegister(contacts: ContactList | null, ctx: RegisterContext,
   for (const c of contacts.contacts) {
     const scheme = c.uri.scheme;
     if (scheme !== 'sip' && scheme !== 'sips') throw new SipError(400, 'Unsupported Contact URI scheme', 'REG_BAD_CONTACT');
+    // RFC 8599: push parameters are checked before anything is written (400 / 555).
+    parsePushParams(c.uri.params);
     const requested = contactExpires(c, ctx.expiresHeader, policy.defaultExpires);
     const key = bindingKey(c);
     if (seen.has(key)) continue; // the same contact twice in one REGISTER: the first wins

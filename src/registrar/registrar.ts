@@ -5,9 +5,10 @@ import type { SipRequest } from '../sip/message.js';
 import { getHeader, getListValues, parseContacts, parseExpires, parseNameAddr } from '../sip/headers.js';
 import type { IncomingRequest, Reply } from '../core/incoming.js';
 import type { Flow, SipTransportName } from '../transport/types.js';
-import { aorKey, ownString, type Aor, type Binding, type LocationStore } from '../store/location/location.js';
+import { aorKey, ownString, type Aor, type Binding, type LocationStore, type RegisterOp } from '../store/location/location.js';
 import { contactsForReply, planRegister, type ExpiresPolicy } from './bindings.js';
 import { wantsGruu, type Gruus } from './gruu.js';
+import { featureCaps, pushOf, PUSH_PROVIDERS } from '../push/params.js';
 
 
 export interface RegistrarOptions {
@@ -35,6 +36,18 @@ export interface RegistrarOptions {
   closeFlow?: (transport: SipTransportName, connId: string) => void;
   /** GRUUs (RFC 5627) for clients that ask for them; absent = none given. */
   gruus?: Gruus;
+  /**
+   * Push (RFC 8599, docs/push.md) is on: a binding with push parameters outlives the close
+   * of its flow (asleep until it expires or registers again) instead of being removed.
+   */
+  push?: boolean;
+  /**
+   * The push services configured (docs/push.md): a Contact naming another gets 555 (RFC 8599
+   * §4.1.1), with Feature-Caps listing these. Absent = every service the edge knows is accepted.
+   */
+  pushProviders?: readonly string[];
+  /** A REGISTER over a live flow wrote these bindings (the push waker wakes held requests with them). */
+  onRegistered?: (aor: Aor, bindings: readonly Binding[]) => void;
 }
 
 export type RegisterOutcome = 'registered' | 'unregistered' | 'queried' | 'challenged' | 'rejected' | 'error';
@@ -102,6 +115,17 @@ export class Registrar {
     const cseq = ctx.cseq.seq;
     const contacts = getHeader(req, 'contact') === undefined ? undefined : parseContacts(req);
 
+    // RFC 8599 §4.1.1: a push service this edge does not send through (not configured) → 555.
+    const offered = this.opts.pushProviders;
+    if (offered && contacts && !contacts.star) {
+      for (const c of contacts.contacts) {
+        const p = c.uri.params.get('pn-provider')?.toLowerCase();
+        if (p && (PUSH_PROVIDERS as readonly string[]).includes(p) && !offered.includes(p)) {
+          this.opts.onOutcome?.('rejected', flow.transport);
+          throw new SipError(555, 'Push Notification Service Not Supported', 'REG_PUSH_PROVIDER', offered.length > 0 ? [['Feature-Caps', featureCaps(offered)]] : []);
+        }
+      }
+    }
     let bindings: Binding[];
     let outcome: RegisterOutcome;
     let heldUntil = 0;
@@ -129,6 +153,10 @@ export class Registrar {
         },
         this.opts.policy,
       );
+      // RFC 8599 §4.1.1: a device is known by its pn-prid too. A binding with the same token
+      // under another key (no +sip.instance, a new port after waking) is the same device:
+      // replaced, not kept asleep beside it.
+      if (this.opts.push) await this.replaceSameDevice(aor, op, now);
       const result = await this.opts.store.register(aor, op);
       if (!result.ok) {
         this.opts.onOutcome?.('rejected', flow.transport);
@@ -140,6 +168,10 @@ export class Registrar {
       }
       bindings = result.bindings;
       outcome = op.writes.length > 0 ? 'registered' : 'unregistered';
+      if (op.writes.length > 0 && this.opts.onRegistered) {
+        const written = new Set(op.writes.map((w) => w.key));
+        this.opts.onRegistered(aor, bindings.filter((b) => written.has(b.key)));
+      }
       if (stream) heldUntil = this.trackFlow(flow, aor, bindings, op.writes.length > 0);
       log.debug({ aor: aorKey(aor), contacts: bindings.length, src: received }, outcome);
     }
@@ -165,6 +197,13 @@ export class Registrar {
     // RFC 5626 §5.4: how often an outbound client should send CRLF keep-alives on this flow.
     const flowTimer = this.opts.flowTimer ?? 0;
     if (flowTimer > 0 && heldUntil > now && outbound(req, bindings, flow.connId)) headers.push(['Flow-Timer', String(flowTimer)]);
+    // RFC 8599 §5.1: the push service of the binding is named back in Feature-Caps.
+    const pns = new Set<string>();
+    if (this.opts.push) for (const c of contacts && !contacts.star ? contacts.contacts : []) if (c.params.get('expires') !== '0') {
+      const p = c.uri.params.get('pn-provider');
+      if (p) pns.add(p.toLowerCase());
+    }
+    if (pns.size > 0) headers.push(['Feature-Caps', featureCaps([...pns])]);
     headers.push(['Date', new Date(now).toUTCString()]);
     return { status: 200, reason: 'OK', headers };
   }
@@ -208,8 +247,9 @@ export class Registrar {
 
   /**
    * A TCP/TLS/WS flow closed: its bindings can never be reached again
-   * (docs/design.md), so they are removed at once. Bindings of the same AOR that moved
-   * to another flow are kept.
+   * (docs/design.md), so they are removed at once — except, with push on, those with
+   * RFC 8599 push parameters: they sleep (docs/push.md). Bindings of the same AOR that
+   * moved to another flow are kept.
    */
   async flowClosed(connId: string): Promise<void> {
     const aors = this.flows.get(connId);
@@ -219,12 +259,54 @@ export class Registrar {
     for (const aor of aors.values()) {
       try {
         const live = await this.opts.store.lookup(aor, this.now());
-        const keys = live.filter((b) => b.connId === connId && b.nodeId === this.opts.nodeId).map((b) => b.key);
+        const gone = live.filter((b) => b.connId === connId && b.nodeId === this.opts.nodeId);
+        // RFC 8599: a device with push parameters sleeps; it is woken by a push, not removed.
+        const sleeping = this.opts.push ? gone.filter((b) => pushOf(b) !== null) : [];
+        const keys = gone.filter((b) => !sleeping.includes(b)).map((b) => b.key);
         if (keys.length > 0) await this.opts.store.removeKeys(aor, keys);
+        if (sleeping.length > 0) await this.sleep(aor, sleeping);
       } catch (err) {
         this.opts.log.warn({ err, aor: aorKey(aor) }, 'could not remove bindings of a closed flow');
       }
     }
+  }
+
+  /** Adds to `op` the removal of other bindings carrying a pn-prid that one of its writes carries. */
+  private async replaceSameDevice(aor: Aor, op: RegisterOp, now: number): Promise<void> {
+    const prids = new Map<string, string>();
+    for (const w of op.writes) {
+      const p = pushOf(w);
+      if (p) prids.set(p.prid, w.key);
+    }
+    if (prids.size === 0) return;
+    for (const b of await this.opts.store.lookup(aor, now)) {
+      const p = pushOf(b);
+      const key = p ? prids.get(p.prid) : undefined;
+      if (key !== undefined && key !== b.key && !op.removes.includes(b.key) && !op.writes.some((w) => w.key === b.key)) op.removes.push(b.key);
+    }
+  }
+
+  /**
+   * Writes bindings back without their (closed) connection: asleep (RFC 8599), still
+   * registered until they expire. A Call-ID of its own marks the write, so the device's
+   * next REGISTER (its own Call-ID, any CSeq) replaces it.
+   */
+  async sleep(aor: Aor, bindings: readonly Binding[]): Promise<void> {
+    const now = this.now();
+    const callId = `asleep-${now.toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+    const res = await this.opts.store.register(aor, {
+      callId,
+      cseq: 1,
+      now,
+      removeAll: false,
+      removes: [],
+      maxContacts: Number.MAX_SAFE_INTEGER,
+      writes: bindings.map((b) => {
+        const { updatedAt: _u, ...w } = b;
+        return { ...w, callId, cseq: 1, connId: null };
+      }),
+    });
+    if (!res.ok) this.opts.log.warn({ aor: aorKey(aor), code: res.code }, 'could not keep a sleeping binding');
   }
 
   /**

@@ -26,6 +26,8 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   numbers: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   trunks: ['transport', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   kyc: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
+  // Push (RFC 8599, docs/push.md): the registrar, proxy and API use it; it sends through its own clients.
+  push: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);
