@@ -77,9 +77,11 @@ export async function startRedisCluster(): Promise<RedisClusterHandle> {
   try {
     for (let i = 0; i < 3; i++) {
       const port = await freePort();
+      // The cluster bus port is named too: its default (port + 10000) may be taken by another test.
+      const busPort = await freePort();
       const args = [
         '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-        '--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--cluster-node-timeout', '2000',
+        '--cluster-enabled', 'yes', '--cluster-port', String(busPort), '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--cluster-node-timeout', '2000',
         '--dir', dir, '--protected-mode', 'no',
       ];
       procs.push({ port, args, child: await spawnRedis(args, port) });
