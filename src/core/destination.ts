@@ -60,6 +60,18 @@ export function isReliable(t: SipTransportName): boolean {
   return t !== 'udp';
 }
 
+/**
+ * Flows whose connection id starts with this are not network connections: they are the
+ * edge's own user agent (calls/, the B2BUA) talking to its proxy inside the process.
+ * No transport makes such an id, so no peer can pose as one.
+ */
+export const INTERNAL_FLOW_PREFIX = 'b2b:';
+
+/** Whether a flow is the edge's own user agent (see {@link INTERNAL_FLOW_PREFIX}). */
+export function isInternalFlow(f: { connId: string | null }): boolean {
+  return f.connId !== null && f.connId.startsWith(INTERNAL_FLOW_PREFIX);
+}
+
 /** Writes bytes to a destination; false when its transport is off or its connection is gone. */
 export function sendTo(transports: ReadonlyMap<SipTransportName, Transport>, d: Destination, data: Buffer, relay?: FlowRelay | null): boolean {
   if (d.node && relay && d.node !== relay.self) {

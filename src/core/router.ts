@@ -93,6 +93,26 @@ export class SipRouter implements MessageSink {
     this.onRequest(msg, flow, startedAt);
   }
 
+  /**
+   * A message of the edge's own user agent (calls/, over an internal flow): processed like
+   * one from the network, without the per-source admission checks.
+   */
+  inject(data: Buffer, flow: Flow): void {
+    const parsed = parseMessage(data, this.opts.limits);
+    if (!parsed.ok) {
+      this.opts.log.warn({ reason: parsed.reason }, 'internal message not parsed');
+      return;
+    }
+    if (parsed.msg.kind === 'response') {
+      // A response to a request another process of the fleet relayed here goes back to it.
+      if (!this.layer.receiveResponse(parsed.msg) && !this.layer.relayStray(parsed.msg, data, flow)) {
+        this.opts.log.debug({ status: parsed.msg.status }, 'stray internal response dropped');
+      }
+      return;
+    }
+    this.onRequest(parsed.msg, flow, process.hrtime.bigint());
+  }
+
   onFlowClosed(flow: Flow): void {
     this.opts.onFlowClosed?.(flow);
   }

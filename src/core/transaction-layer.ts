@@ -7,7 +7,7 @@ import { prependHeaders } from '../sip/message-edit.js';
 import { serializeMessage } from '../sip/response.js';
 import type { BoundAddress, Flow, SipTransportName, Transport } from '../transport/types.js';
 import type { ClientTransaction, ClientTransactionUser } from './client-transaction.js';
-import { sendTo, uriHost, type Destination, type FlowRelay } from './destination.js';
+import { isInternalFlow, sendTo, uriHost, type Destination, type FlowRelay } from './destination.js';
 import type { IncomingRequest } from './incoming.js';
 import { InviteClientTransaction } from './invite-client-transaction.js';
 import { InviteServerTransaction } from './invite-server-transaction.js';
@@ -27,6 +27,8 @@ export interface TransactionLayerOptions {
   timers?: TimerSettings;
   /** Flows held by other processes of a fleet (docs/fleet.md "Relay"); absent = this process only. */
   relay?: FlowRelay | null;
+  /** Where bytes for an internal flow of this process go (the edge's own user agent, calls/). */
+  internal?: ((d: Destination, data: Buffer) => boolean) | null;
 }
 
 /** RFC 3261 §8.1.1.7: every branch we generate starts with the magic cookie. */
@@ -218,6 +220,7 @@ export class TransactionLayer implements ServerTransactionHost {
   // --- ServerTransactionHost / TransactionHost ---------------------------------
 
   send(d: Destination, data: Buffer): boolean {
+    if (isInternalFlow(d) && (!d.node || !this.opts.relay || d.node === this.opts.relay.self)) return this.opts.internal?.(d, data) ?? false;
     const ok = sendTo(this.opts.transports, d, data, this.opts.relay);
     if (!ok) this.opts.log.debug({ transport: d.transport, connId: d.connId, to: `${d.address}:${d.port}` }, 'message dropped: flow gone');
     return ok;

@@ -51,6 +51,12 @@ export interface CallInfo {
   pstn?: CallStart['pstn'];
   /** Its price, when a rate applies (billing/calls.ts). */
   charge?: StoredCharge | null;
+  /**
+   * A leg of a call the edge placed itself (calls/, the Calls API): its call_uuid, its
+   * callbacks (the API request's ring_url/hangup_url, not an application's) and the A leg's
+   * call_uuid as bridge_uuid.
+   */
+  origin?: { callUuid: string; callbacks: CallStart['callbacks']; bridgeUuid: string | null };
 }
 
 /** A MESSAGE an endpoint sent through the edge, as its final response left. */
@@ -122,9 +128,9 @@ export class CallTracker {
 
   /** The INVITE is forwarded: the call starts (stored in the background; later steps wait for it). */
   started(info: CallInfo): TrackedCall {
-    const callUuid = randomUUID();
+    const callUuid = info.origin?.callUuid ?? randomUUID();
     const ready = (async (): Promise<CallStart | null> => {
-      const callbacks = await this.callbacksOf(info.endpoint, info.authId, info.subAccount, info.appId ?? null);
+      const callbacks = info.origin ? info.origin.callbacks : await this.callbacksOf(info.endpoint, info.authId, info.subAccount, info.appId ?? null);
       const start: CallStart = {
         callUuid,
         authId: info.authId,
@@ -141,6 +147,7 @@ export class CallTracker {
         callbacks,
         ttlMs: this.o.maxCallMs,
         ...(info.charge ? { charge: info.charge } : {}),
+        ...(info.origin?.bridgeUuid ? { bridgeUuid: info.origin.bridgeUuid } : {}),
       };
       await this.o.store.start(start);
       return start;
@@ -155,7 +162,8 @@ export class CallTracker {
   rang(call: TrackedCall): void {
     this.after(call, async (s) => {
       const at = Date.now();
-      const cb = s.callbacks.answer ? this.item(s, 'Ring', s.callbacks.answer, at, {}) : null;
+      const target = s.callbacks.ring !== undefined ? s.callbacks.ring : s.callbacks.answer;
+      const cb = target ? this.item(s, 'Ring', target, at, {}) : null;
       if ((await this.o.store.ring(s.domain, s.sipCallId, at, cb)) && cb) this.o.onQueued?.();
     });
   }
@@ -275,7 +283,7 @@ export class CallTracker {
         hangup_disposition: e.disposition,
         call_direction: s.direction,
         context: s.context,
-        bridge_uuid: null,
+        bridge_uuid: s.bridgeUuid ?? null,
         campaign_id: null,
         sip_status: answered ? 200 : (e.sipStatus ?? null),
         sub_account: s.subAccount,

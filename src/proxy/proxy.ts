@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { RequestAuthenticator } from '../auth/authenticator.js';
-import { destinationOf, type Destination } from '../core/destination.js';
+import { destinationOf, isInternalFlow, type Destination } from '../core/destination.js';
 import type { IncomingRequest } from '../core/incoming.js';
 import type { InviteServerTransaction } from '../core/invite-server-transaction.js';
 import type { RequestProcessor } from '../core/request-processor.js';
@@ -21,7 +21,7 @@ import type { SipTransportName } from '../transport/types.js';
 import { DEFAULT_MAX_CALL_DURATION_MS, TRUNK_LIMIT_KEY, type CallLimiter } from './call-limiter.js';
 import type { CallInfo, CallTracker, MessageInfo, TrackedCall } from './call-tracker.js';
 import type { FlowTokens } from './flow-token.js';
-import { calleeRefusal, callerRefusal, DIALOG_CHECKED, dialogRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from '../routing/policy.js';
+import { calleeRefusal, callerRefusal, originRefusal, DIALOG_CHECKED, dialogRefusal, refusalHeaders, type Refusal, type RequestTraits, type TargetKind } from '../routing/policy.js';
 import { ResponseContext, type BranchFinal } from './response-context.js';
 import { isWebrtcLeg, MediaRelay, type DialogSdp } from './media-relay.js';
 import { RtpengineRejectedError } from '../media/rtpengine.js';
@@ -76,7 +76,31 @@ export interface ProxyOptions {
   noAnswerTimeoutMs: number;
   /** A counted call whose end was never seen is forgotten after this long, ms. @default 4 hours */
   maxCallDurationMs?: number;
+  /**
+   * Calls the edge places itself (calls/, the B2BUA): the INVITE of an internal flow is
+   * taken as placed by the account this names, without digest authentication (only this
+   * process can send on an internal flow). Null = not one of its calls (403).
+   */
+  originated?: (ctx: IncomingRequest) => OriginatedCall | null;
   log: Logger;
+}
+
+/**
+ * A leg of a call the edge places (calls/ over an internal flow): for whom, what the phone
+ * network sees as caller ID, its record, and the hook told once the proxy has admitted it
+ * (limits, credit, KYC and policy passed) and is sending it on.
+ */
+export interface OriginatedCall {
+  account: AccountRecord;
+  sub: SubAccountRecord | null;
+  /** The endpoint the call is placed from (`from` named one), else null (`from` is a number). */
+  endpoint: EndpointRecord | null;
+  /** The From user: the endpoint's username or the number. */
+  user: string;
+  /** The account's number shown on calls out through a trunk (already checked to be the account's). */
+  callerId: string | null;
+  record: NonNullable<CallInfo['origin']>;
+  admitted(): void;
 }
 
 /** Methods accepted out of dialog from endpoints (issue: INVITE, MESSAGE, OPTIONS to a user). */
@@ -168,6 +192,8 @@ interface Caller {
   sub: SubAccountRecord | null;
   /** A carrier's call to a number of `account` (docs/trunks.md "Inbound"). */
   carrier?: CarrierSource & { number: string; appId: string | null; route: NumberRoute };
+  /** A call the edge placed itself (calls/). */
+  origin?: OriginatedCall;
 }
 
 /**
@@ -461,6 +487,7 @@ export class SipProxy implements RequestProcessor {
 
   private async outOfDialog(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
     const req = ctx.req;
+    if (isInternalFlow(ctx.flow)) return this.originate(ctx, tx, loop);
     const carrier = this.opts.pstn ? await this.opts.pstn.carrierOf(req, getHeader(req, 'from'), ctx.flow.remoteAddress) : null;
     const caller = carrier ? await this.carrierCaller(ctx, carrier) : await this.authenticate(ctx);
     if (req.method === 'MESSAGE' && this.opts.calls) {
@@ -492,6 +519,34 @@ export class SipProxy implements RequestProcessor {
       await this.placeCall(ctx, tx, loop, caller, info);
     } catch (err) {
       if (err instanceof SipError && err.status >= 300) {
+        this.opts.calls.unanswered(this.opts.calls.started(info), { status: err.status, how: err.code === 'PROXY_NOT_REGISTERED' ? 'rejected-here' : 'refused' });
+      }
+      throw err;
+    }
+  }
+
+  /** An INVITE of the edge's own user agent (calls/): placed for the account it names, recorded as its leg. */
+  private async originate(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
+    const o = ctx.req.method === 'INVITE' ? (this.opts.originated?.(ctx) ?? null) : null;
+    if (!o) throw new SipError(403, 'Forbidden', 'PROXY_NOT_ORIGINATED');
+    const domain = `${o.account.authId.toLowerCase()}.${this.opts.sipDomain}`;
+    const caller: Caller = { domain, user: o.user, endpoint: o.endpoint, account: o.account, sub: o.sub, origin: o };
+    const info: CallInfo = {
+      domain,
+      authId: o.account.authId,
+      subAccount: o.sub?.authId ?? null,
+      sipCallId: ctx.callId,
+      fromTag: tagOf(getHeader(ctx.req, 'from')) ?? '',
+      fromNumber: o.user,
+      toNumber: targetNumber(ctx.req.uri),
+      context: 'endpoint',
+      endpoint: o.endpoint,
+      origin: o.record,
+    };
+    try {
+      await this.placeCall(ctx, tx, loop, caller, info);
+    } catch (err) {
+      if (err instanceof SipError && err.status >= 300 && this.opts.calls) {
         this.opts.calls.unanswered(this.opts.calls.started(info), { status: err.status, how: err.code === 'PROXY_NOT_REGISTERED' ? 'rejected-here' : 'refused' });
       }
       throw err;
@@ -617,6 +672,7 @@ export class SipProxy implements RequestProcessor {
       legOfBranch.push(i);
       context.fork(fwd, leg.dest, { loop, restore, answerTimeoutMs: g ? GATEWAY_ANSWER_MS : undefined });
     };
+    caller.origin?.admitted();
     for (const [i, leg] of legs.entries()) {
       if (media?.legs[i] === 'dropped') continue; // needed the relay, and no engine took it
       if (leg.wake) {
@@ -703,10 +759,14 @@ export class SipProxy implements RequestProcessor {
   /** A call to a number: out through the account's OUTBOUND trunk, else the operator's gateway. */
   private async phoneTarget(dialled: string, caller: Caller): Promise<Target> {
     const pstn = this.opts.pstn;
-    const trunk = pstn && caller.endpoint ? await pstn.outboundTrunk(caller.account.authId) : null;
-    if (!pstn || !trunk || !caller.endpoint) return { kind: 'phone', number: dialled };
+    const placer = caller.endpoint !== null || caller.origin !== undefined;
+    const trunk = pstn && placer ? await pstn.outboundTrunk(caller.account.authId) : null;
+    if (!pstn || !trunk) return { kind: 'phone', number: dialled };
     const number = pstn.number(dialled, caller.account);
-    const callerId = await pstn.callerId(caller.account, caller.endpoint.endpointId, caller.user);
+    let callerId: string;
+    if (caller.origin?.callerId) callerId = caller.origin.callerId;
+    else if (caller.endpoint) callerId = await pstn.callerId(caller.account, caller.endpoint.endpointId, caller.user);
+    else throw new SipError(403, 'Forbidden', 'ROUTE_NO_CALLER_ID', [['Warning', `399 ${WARN_AGENT} "the call has no number of the account to show"`]]);
     return { kind: 'trunk', trunk, number, callerId };
   }
 
@@ -782,6 +842,7 @@ export class SipProxy implements RequestProcessor {
     const calleeSide = caller.carrier ? 'phone' : target.kind === 'endpoint' && target.same ? 'same_domain' : 'other_domain';
     const refusal: Refusal | null =
       (caller.endpoint ? callerRefusal(caller.endpoint, caller.sub, traits, kind) : null) ??
+      (caller.origin && !caller.endpoint ? originRefusal(caller.sub, traits, kind) : null) ??
       (target.kind === 'endpoint' ? calleeRefusal(target.endpoint, traits, calleeSide) : null);
     if (refusal) {
       this.log.info({ callId: ctx.callId, method: traits.method, flag: refusal.flag, party: refusal.party }, 'refused by policy');

@@ -47,6 +47,17 @@ export function callerRefusal(
   return null;
 }
 
+/**
+ * A call the platform places from one of the account's numbers (the Calls API, no caller
+ * endpoint): only the KYC block applies, as for an endpoint of the same sub-account.
+ */
+export function originRefusal(sub: SubAccountRecord | null, req: RequestTraits, target: TargetKind): Refusal | null {
+  if (req.method === 'INVITE' && target === 'phone' && sub && sub.kycMode === 'customer_use' && sub.kycCallsBlocked) {
+    return { flag: 'kyc_calls_blocked', party: 'caller' };
+  }
+  return null;
+}
+
 /** The callee's side (pure): what it may receive, from whom (`phone`: a call from the phone network). */
 export function calleeRefusal(callee: EndpointRecord, req: RequestTraits, target: 'same_domain' | 'other_domain' | 'phone'): Refusal | null {
   const r = sessionRefusal(callee, req) ?? targetRefusal(callee, target);

@@ -41,7 +41,10 @@ export interface CallStart {
   /** The sub-account of the caller endpoint, or null. */
   subAccount: string | null;
   startedAt: number;
-  callbacks: { answer: CallbackTarget | null; hangup: CallbackTarget | null };
+  /** `ring` (a call placed by the Calls API: its ring_url) takes the Ring callback instead of `answer` when present. */
+  callbacks: { answer: CallbackTarget | null; hangup: CallbackTarget | null; ring?: CallbackTarget | null };
+  /** The call placed by the Calls API this leg belongs to (its A leg's call_uuid): the CDR's bridge_uuid. */
+  bridgeUuid?: string;
   /** The state is forgotten after this long even without an end (a call whose BYE never passed). */
   ttlMs: number;
   /** The price of a rated call (docs/billing.md "Calls"); absent for a free one. */
