@@ -58,6 +58,9 @@ import { createKyc } from './kyc/index.js';
 import { createRouting } from './routing/index.js';
 import { createPush } from './push/index.js';
 import { pushOf } from './push/params.js';
+import { createCalls, type Calls } from './calls/index.js';
+import { isInternalFlow } from './core/destination.js';
+import { FLEET_DEAD_AFTER_MS } from './fleet/registry.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -78,6 +81,8 @@ export interface App {
   readonly numbers: Numbers;
   /** SIP trunks and the lookups routing makes of them (docs/trunks.md). */
   readonly trunks: Trunks;
+  /** The calls the platform places (docs/calls.md). */
+  readonly calls: Calls;
   /** Prometheus registry and hooks of this server (`GET /metrics`). */
   readonly metrics: Metrics;
   /** Where every transport delivers messages: `router.onMessage(data, flow)` feeds one in as if it had arrived. */
@@ -160,6 +165,10 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         node: nodeAddress,
         log: log.child({ component: 'fleet' }),
         onReaped: (n) => metrics.bindingsReaped(n),
+        onDead: async (id) => {
+          const n = await placed.service.reap(id);
+          if (n > 0) log.info({ process: id, calls: n }, 'fleet: calls of a dead process ended');
+        },
         // A dead process's phones with push parameters sleep rather than vanish (docs/push.md).
         sleeps: (b) => pushOn && pushOf(b) !== null,
         sleep: (aor, bindings) => registrar.sleep(aor, bindings),
@@ -169,7 +178,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           return l ? `${nodeAddress ?? l.host}:${l.port}` : null;
         },
         // The relay (docs/fleet.md "Relay"): bytes for a flow of this process, and responses to its branches.
-        deliver: (flow, data) => transports.get(flow.transport)?.send(flow, data) ?? false,
+        deliver: (flow, data) => (isInternalFlow(flow) ? placed.service.ua.deliver(flow, data) : (transports.get(flow.transport)?.send(flow, data) ?? false)),
         receive: (flow, data) => router.onMessage(data, flow),
         // A request relayed to a process that had just died: its branch fails with 430 Flow Failed (RFC 5626 §5.3) now.
         onUndelivered: (data) => {
@@ -253,7 +262,15 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const transports = new Map<SipTransportName, Transport>();
   const sipLog = log.child({ component: 'sip' });
   // The stateful proxy (RFC 3261 §16) for everything but REGISTER and OPTIONS to the server.
-  const layer: TransactionLayer = new TransactionLayer({ transports, log: sipLog, server: SERVER_NAME, advertisedHost: config.sipAdvertisedHost, relay: fleet?.relay ?? null });
+  const layer: TransactionLayer = new TransactionLayer({
+    transports,
+    log: sipLog,
+    server: SERVER_NAME,
+    advertisedHost: config.sipAdvertisedHost,
+    relay: fleet?.relay ?? null,
+    // The legs of calls the platform places (calls/) talk to the proxy over internal flows.
+    internal: (d, data) => placed.service.ua.deliver(d, data),
+  });
   // Calls, CDRs and callbacks (docs/events.md "Calls", docs/callbacks.md): recorded in the
   // store with the change that causes them, delivered by every process from a leased outbox.
   // Signing secrets are sealed at rest with DATA_ENCRYPTION_KEY (README "Secrets at rest").
@@ -300,8 +317,9 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
   const limiter: CallLimiter = redis ? new RedisCallLimiter(redis, limiterOptions) : new MemoryCallLimiter(limiterOptions);
   // Media through rtpengine (docs/media.md): only with RTPENGINE_NG and MEDIA_RELAY other than never.
   const mediaLog = log.child({ component: 'media' });
+  // rtpengine relays calls between phones (MEDIA_RELAY) and is the media of the calls the platform places.
   const rtpengine =
-    config.rtpengineNg && config.mediaRelay !== 'never'
+    config.rtpengineNg
       ? new RtpengineClient({
           engines: config.rtpengineNg,
           onRequest: (e) => metrics.mediaRequest(e),
@@ -359,7 +377,30 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     calls: callTracker,
     ...(push ? { push } : {}),
     charging: billing.charging,
+    originated: (ctx) => placed.service.originated(ctx.callId),
     log: log.child({ component: 'proxy' }),
+  });
+  // Calls placed by the Calls API (docs/calls.md): a B2BUA whose legs go through the proxy above.
+  const placed: Calls = createCalls({
+    config,
+    redis,
+    ua: {
+      inject: (data, flow) => router.inject(data, flow),
+      agent: SERVER_NAME,
+      get host(): string {
+        return (layer.sentBy('tcp') ?? layer.sentBy('udp') ?? layer.sentBy('ws') ?? { host: '127.0.0.1' }).host;
+      },
+    },
+    processId,
+    directory,
+    credentials,
+    numbers,
+    callStore: calls,
+    rtpengine,
+    notices: events,
+    alive: fleet ? async () => new Set((await fleet.processes()).filter((p) => Date.now() - p.seen <= FLEET_DEAD_AFTER_MS).map((p) => p.id)) : null,
+    guard: callbackGuard,
+    log: log.child({ component: 'b2bua' }),
   });
   const router = new SipRouter({
     layer,
@@ -426,6 +467,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     billing,
     numbers,
     trunks,
+    calls: placed,
     metrics,
     router,
     async start() {
@@ -485,6 +527,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
         if (a && typeof a === 'object') listening.http = { address: a.address, port: a.port };
       }
       fleet?.start();
+      await placed.start();
       dispatcher.start();
       // The expiry sweep on Redis (the embedded store runs its own): lapsed bindings are
       // reported as `expired` within about a second (docs/events.md "Expiry sweep").
@@ -499,6 +542,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     },
     async stop() {
       if (sweeper) clearInterval(sweeper);
+      // Calls the platform placed end first (BYE to each leg, cause SERVER_SHUTDOWN).
+      await placed.stop();
       await dispatcher.stop();
       billing.charging.stop();
       numbers.stop();

@@ -269,6 +269,17 @@ export interface Config {
   /** How long a request waits for a pushed device to register again, seconds. @default 10 */
   pushWait: number;
   /**
+   * CALLS_DTMF_LISTEN (docs/calls.md "Digits"): `host:port` where rtpengine's DTMF log
+   * (`--dtmf-log-dest`) arrives; null = Gather hears digits sent by SIP INFO only.
+   */
+  callsDtmfListen: { host: string; port: number } | null;
+  /** TTS_ENGINE: the text-to-speech program of Speak (`flite` or `espeak-ng`, Debian packages). @default 'flite' */
+  ttsEngine: 'flite' | 'espeak-ng';
+  /** CALLS_MEDIA_DIR: where rendered speech and downloaded audio are cached (rtpengine reads them). @default <tmpdir>/sip-edge-media */
+  callsMediaDir: string | null;
+  /** CALLS_RING_TIMEOUT: seconds a placed call rings when the API gives no ring_timeout. @default 60 */
+  callsRingTimeout: number;
+  /**
    * The numbers for sale, CSV (docs/numbers.md "Inventory"); upserted at start and on
    * SIGHUP. Development loads a few sample numbers when unset. @default null
    */
@@ -372,6 +383,10 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   fcmUrl: 'https://fcm.googleapis.com',
   fcmServiceAccountFile: null,
   pushWait: 10,
+  callsDtmfListen: null,
+  ttsEngine: 'flite' as const,
+  callsMediaDir: null,
+  callsRingTimeout: 60,
   numberInventoryFile: null,
   kycProviderUrl: null,
   kycProviderSecret: null,
@@ -460,6 +475,10 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['FCM_URL', 'fcmUrl', httpsUrl],
   ['FCM_SERVICE_ACCOUNT_FILE', 'fcmServiceAccountFile', optStr],
   ['PUSH_WAIT', 'pushWait', int(1, 120)],
+  ['CALLS_DTMF_LISTEN', 'callsDtmfListen', hostPort],
+  ['TTS_ENGINE', 'ttsEngine', ttsEngine],
+  ['CALLS_MEDIA_DIR', 'callsMediaDir', optStr],
+  ['CALLS_RING_TIMEOUT', 'callsRingTimeout', int(1, 300)],
   ['NUMBER_INVENTORY_FILE', 'numberInventoryFile', optStr],
   ['KYC_PROVIDER_URL', 'kycProviderUrl', httpBaseUrl],
   ['KYC_PROVIDER_SECRET', 'kycProviderSecret', secret(16)],
@@ -673,6 +692,19 @@ function dataKeys(v: string, name: string): Array<{ kid: string; key: string }> 
 function httpsUrl(v: string, name: string): string {
   const t = v.trim().replace(/\/+$/, '');
   if (!/^https:\/\/[^/\s]+$/.test(t)) throw new ConfigError(`${name} must be an https:// URL (scheme, host and port only), got "${v}"`);
+  return t;
+}
+/** `host:port` (IPv6 in brackets), or empty for none. */
+function hostPort(v: string, name: string): { host: string; port: number } | null {
+  const t = v.trim();
+  if (t === '') return null;
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(t);
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new ConfigError(`${name} must be host:port, got "${v}"`);
+  return { host: (m[1] as string).replace(/^\[(.*)\]$/, '$1'), port: Number(m[2]) };
+}
+function ttsEngine(v: string, name: string): 'flite' | 'espeak-ng' {
+  const t = v.trim();
+  if (t !== 'flite' && t !== 'espeak-ng') throw new ConfigError(`${name} must be flite or espeak-ng, got "${v}"`);
   return t;
 }
 function optStr(v: string): string | null {

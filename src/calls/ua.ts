@@ -18,6 +18,7 @@ import type { SipRequest, SipResponse } from '../sip/message.js';
 import { parseMessage } from '../sip/parser.js';
 import { buildResponse, serializeMessage } from '../sip/response.js';
 import type { Flow } from '../transport/types.js';
+import { HANGUP_CAUSE_HEADER } from '../routing/origin.js';
 
 /** How the UA reaches the router (app.ts wires `router.inject`). */
 export interface UaHost {
@@ -117,14 +118,14 @@ export class SipLeg {
   }
 
   /** BYE once confirmed; CANCEL before. Resolves when it is answered (or at once). */
-  async hangup(reason?: string): Promise<void> {
+  async hangup(reason?: string, extra: Array<[string, string]> = []): Promise<void> {
     if (this.state === 'calling' || this.state === 'early') {
       this.cancel();
       return;
     }
     if (this.state !== 'confirmed') return;
     this.state = 'terminated';
-    const headers = reason ? [{ name: 'reason', value: reason }] : [];
+    const headers = [...(reason ? [{ name: 'reason', value: reason }] : []), ...extra.map(([name, value]) => ({ name, value }))];
     await this.inDialog('BYE', headers, Buffer.alloc(0), 2000);
   }
 
@@ -315,7 +316,7 @@ export class SipLeg {
 }
 
 /** A dialog of a leg another process ran (it died): ended from here with a BYE (docs/calls.md "Node failure"). */
-export function byeFor(d: DialogSnapshot, host: UaHost, reason: string): Buffer {
+export function byeFor(d: DialogSnapshot, host: UaHost, cause: string): Buffer {
   const headers = [
     { name: 'via', value: `SIP/2.0/TCP ${host.host};branch=z9hG4bK${rid()}` },
     { name: 'max-forwards', value: '70' },
@@ -324,7 +325,7 @@ export function byeFor(d: DialogSnapshot, host: UaHost, reason: string): Buffer 
     { name: 'to', value: d.remoteTag ? withTag(d.to, d.remoteTag) : d.to },
     { name: 'call-id', value: d.callId },
     { name: 'cseq', value: `${d.cseq + 10} BYE` },
-    { name: 'reason', value: reason },
+    { name: HANGUP_CAUSE_HEADER, value: cause },
     { name: 'user-agent', value: host.agent },
   ];
   return serializeMessage({ kind: 'request', method: 'BYE', uri: d.remoteTarget ?? d.requestUri, headers, body: Buffer.alloc(0) });

@@ -36,6 +36,8 @@ export interface FleetRegistryOptions {
   prefix?: string;
   /** A dead process's bindings were removed (metrics). */
   onReaped?: (count: number) => void;
+  /** A dead process is being reaped by this one: its calls end from here (calls/). */
+  onDead?: (processId: string) => Promise<void>;
   /**
    * Flow bindings of a dead process that sleep instead of being removed (RFC 8599, docs/push.md:
    * a device that can be woken by a push); `sleep` writes them back without their connection.
@@ -272,6 +274,11 @@ export class FleetRegistry {
       if (sleeping.length > 0) await this.#o.sleep?.(aor, sleeping);
     }
     await redis.del(flows);
+    try {
+      await this.#o.onDead?.(dead.id);
+    } catch (err) {
+      log.warn({ process: dead.id, err: err instanceof Error ? err.message : String(err) }, 'fleet: calls of a dead process not all ended');
+    }
     await redis.hdel(this.#procs, dead.id);
     this.#o.onReaped?.(removed);
     log.info({ process: dead.id, node: dead.node, silentMs: Date.now() - dead.seen, bindings: removed }, 'fleet: process dead; its flow bindings removed (unregistered)');

@@ -12,6 +12,7 @@ import type { ApplicationRecord, Directory, EndpointRecord } from '../store/dire
 import type { CallStart, CallStatus, CallStore, CallbackTarget, CdrRecord, OutboxItem, StoredCharge } from '../store/calls/calls.js';
 import { CallCharging, type CallBill } from '../billing/calls.js';
 import { formatAmount } from '../billing/amount.js';
+import type { OriginRecord } from '../routing/origin.js';
 
 /** How a call ended before it was answered, as the proxy's response context saw it. */
 export type Unanswered = { status: number; how: 'cancelled' | 'no-answer' | 'refused' | 'rejected-here' };
@@ -56,7 +57,7 @@ export interface CallInfo {
    * callbacks (the API request's ring_url/hangup_url, not an application's) and the A leg's
    * call_uuid as bridge_uuid.
    */
-  origin?: { callUuid: string; callbacks: CallStart['callbacks']; bridgeUuid: string | null };
+  origin?: OriginRecord;
 }
 
 /** A MESSAGE an endpoint sent through the edge, as its final response left. */
@@ -195,12 +196,12 @@ export class CallTracker {
   }
 
   /** A BYE for the dialog of a call (any node): `byCaller` when its From tag is the caller's. */
-  async bye(domain: string, sipCallId: string, fromTag: string | null): Promise<void> {
+  async bye(domain: string, sipCallId: string, fromTag: string | null, cause: string | null = null): Promise<void> {
     try {
       const s = await this.o.store.get(domain, sipCallId);
       if (!s) return;
       const byCaller = fromTag !== null && fromTag === s.fromTag;
-      await this.end(domain, sipCallId, { at: Date.now(), cause: 'NORMAL_CLEARING', disposition: byCaller ? 'recv_bye' : 'send_bye' });
+      await this.end(domain, sipCallId, { at: Date.now(), cause: cause ?? 'NORMAL_CLEARING', disposition: byCaller ? 'recv_bye' : 'send_bye' });
     } catch (err) {
       this.o.log.warn({ err: err instanceof Error ? err.message : String(err), callId: sipCallId }, 'call record not ended: the store did not answer');
     }

@@ -33,6 +33,7 @@ import type { TrunkView } from '../trunks/lookup.js';
 import type { NumberRoute } from '../numbers/lookup.js';
 import type { CallCharge, CallCharging } from '../billing/calls.js';
 import { NO_OP_USER } from './response-context.js';
+import { HANGUP_CAUSE_HEADER, type OriginatedCall } from '../routing/origin.js';
 import { isAsleep, redactContact } from '../push/params.js';
 
 export interface ProxyOptions {
@@ -85,23 +86,6 @@ export interface ProxyOptions {
   log: Logger;
 }
 
-/**
- * A leg of a call the edge places (calls/ over an internal flow): for whom, what the phone
- * network sees as caller ID, its record, and the hook told once the proxy has admitted it
- * (limits, credit, KYC and policy passed) and is sending it on.
- */
-export interface OriginatedCall {
-  account: AccountRecord;
-  sub: SubAccountRecord | null;
-  /** The endpoint the call is placed from (`from` named one), else null (`from` is a number). */
-  endpoint: EndpointRecord | null;
-  /** The From user: the endpoint's username or the number. */
-  user: string;
-  /** The account's number shown on calls out through a trunk (already checked to be the account's). */
-  callerId: string | null;
-  record: NonNullable<CallInfo['origin']>;
-  admitted(): void;
-}
 
 /** Methods accepted out of dialog from endpoints (issue: INVITE, MESSAGE, OPTIONS to a user). */
 const OUT_OF_DIALOG = new Set(['INVITE', 'MESSAGE', 'OPTIONS']);
@@ -314,7 +298,10 @@ export class SipProxy implements RequestProcessor {
     if (req.method === 'BYE') {
       this.release(ctx.callId);
       // The call's end, whichever node the BYE reached (its flow token names the account).
-      if (dest.callDomain && this.opts.calls) void this.opts.calls.bye(dest.callDomain, ctx.callId, tagOf(getHeader(req, 'from')));
+      // The edge's own user agent names why it hangs up (docs/calls.md "Causes"); no one else may.
+      const cause = isInternalFlow(ctx.flow) ? (getHeader(req, HANGUP_CAUSE_HEADER) ?? null) : null;
+      removeHeaders(req, HANGUP_CAUSE_HEADER);
+      if (dest.callDomain && this.opts.calls) void this.opts.calls.bye(dest.callDomain, ctx.callId, tagOf(getHeader(req, 'from')), cause);
       // The media session ends with the dialog: the node whose BYE takes the mapping deletes it
       // (the flow token names the engine too, should the store not have it).
       // The BYE goes on meanwhile.
