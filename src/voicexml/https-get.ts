@@ -60,7 +60,7 @@ export function httpsExchange(x: HttpsExchange): Promise<HttpsAnswer> {
       resolve(a);
     };
     const timer = setTimeout(() => finish({ ok: false, reason: `no complete answer from ${origin(x.url)} within ${x.timeoutMs} ms` }), x.timeoutMs);
-    const headers = { ...x.headers, connection: 'close' };
+    const headers: Record<string, string> = { ...x.headers, connection: 'close' };
     if (x.body !== undefined) headers['content-length'] = String(Buffer.byteLength(x.body));
     try {
       req = httpsRequest({
