@@ -383,7 +383,7 @@ class Run {
       RecordingDurationMs: String(r.durationMs),
       Digits: r.digits,
     };
-    if (v.callbackUrl !== null) void this.notify(v.callbackUrl, extra);
+    if (v.callbackUrl !== null) void this.notify(v.callbackUrl, extra).catch(() => undefined);
     if (r.ended === 'hangup' || this.gone) {
       if (v.action !== null) await this.notify(v.action, extra);
       throw new Stop(HANGUP_CAUSES.CALL_GONE, true);

@@ -281,4 +281,19 @@ describe('runApplication: before the answer', () => {
     await runApplication(options(port, fetch));
     expect(port.events).toEqual(['preAnswer', 'play /tts/Connecting.wav x1', 'wait 2000', 'answer', 'sendDigits 12', 'wait 3000 silence', 'hangup END_OF_XML']);
   });
+
+  it('with <Hangup schedule> goes on with the document and hangs up when the time comes, with that cause', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    port.wait = (ms: number) =>
+      new Promise<'done'>((resolve) => {
+        port.events.push(`wait ${ms}`);
+        setTimeout(() => resolve('done'), ms);
+      });
+    const { fetch } = app({ 'https://app.example/answer': xml('<Hangup reason="rejected" schedule="1"/><Wait length="5"/><Speak>never</Speak>') });
+    const started = Date.now();
+    expect(await runApplication(options(port, fetch))).toEqual({ hangupCause: 'CALL_REJECTED', endedBy: 'xml' });
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(port.events).toEqual(['wait 5000', 'hangup CALL_REJECTED']);
+  });
 });
