@@ -28,6 +28,8 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   kyc: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   // Push (RFC 8599, docs/push.md): the registrar, proxy and API use it; it sends through its own clients.
   push: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
+  // Application documents (docs/voicexml.md): calls/ runs them through a port; they never reach SIP or the store.
+  voicexml: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet', 'store', 'calls'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);
