@@ -23,6 +23,7 @@ import {
   type StartedRecording,
   type TransferRequest,
 } from '../../src/calls/control.js';
+import { createLogger } from '../../src/logger.js';
 import { startHarness, type Creds, type Harness } from '../support/api-harness.js';
 
 /**
@@ -718,6 +719,35 @@ describe('calls API', () => {
     // A call of account b through account a's own path: the B2BUA scopes by owner.
     expect((await req('DELETE', `${base()}/Call/${c.callUuid}/`)).status).toBe(404);
     expect(fake.calls.has(c.callUuid)).toBe(true);
+  });
+});
+
+describe('calls API logs', () => {
+  it('a placed call logs its request_uuid, never its URLs, numbers or SIP header values', async () => {
+    const fake = new FakeCalls();
+    let logs = '';
+    const logger = createLogger('trace', { write: (line: string) => void (logs += line) });
+    const h = await startHarness('memory', {}, { callControl: fake, logger });
+    try {
+      const a = await h.newAccount();
+      const r = await h.request('POST', `/api/v1/Account/${a.id}/Call/`, {
+        auth: a,
+        body: {
+          from: '+14155557777',
+          to: '+919812345678<sip:carol@x.sip.test',
+          answer_url: 'https://app.example.test/answer?token=answer-secret-1',
+          hangup_url: 'https://app.example.test/hangup?token=hangup-secret-2',
+          sip_headers: 'Auth=header-secret-3',
+        },
+      });
+      expect(r.status, r.text).toBe(201);
+      expect(logs).toContain(String(r.json.request_uuid));
+      for (const secret of ['answer-secret-1', 'hangup-secret-2', 'header-secret-3', '4155557777', '9812345678', 'carol@', a.token]) {
+        expect(logs, secret).not.toContain(secret);
+      }
+    } finally {
+      await h.close();
+    }
   });
 });
 
