@@ -36,10 +36,10 @@ import { bodyObject, customerOf, queryObject, validationDetails, type ApiContext
 export const MAX_DESTINATIONS = 1000;
 /** Longest `caller_name`. */
 export const MAX_CALLER_NAME = 50;
-/** `ring_timeout` when not given, seconds (the vendor's default), and its bounds. */
+/** `ring_timeout` when not given, seconds, and its bound (the SDK states neither; docs/api.md "Calls"). */
 export const DEFAULT_RING_TIMEOUT = 60;
 export const MAX_RING_TIMEOUT = 300;
-/** `time_limit` when not given, seconds (4 h, the vendor's default), and its bound (24 h). */
+/** `time_limit` when not given, seconds (4 h), and its bound (24 h). */
 export const DEFAULT_TIME_LIMIT = 14_400;
 export const MAX_TIME_LIMIT = 86_400;
 /** Bound of `hangup_on_ring`, seconds. */
@@ -48,7 +48,7 @@ export const MAX_HANGUP_ON_RING = 300;
 export const MAX_SIP_HEADERS = 24;
 /** Most queued calls a queued list answers (the vendor's "max 20"). */
 export const MAX_QUEUED_LISTED = 20;
-/** `time_limit` of a recording when not given (the vendor's default), and its bound (8 h). */
+/** `time_limit` of a recording when not given, seconds, and its bound (8 h). */
 export const DEFAULT_RECORD_TIME_LIMIT = 60;
 export const MAX_RECORD_TIME_LIMIT = 28_800;
 /** Most audio URLs of one Play. */
