@@ -49,6 +49,8 @@ declare module 'fastify' {
     html?: boolean;
     /** The route answers `text/csv` (a CSV export): `Accept: text/csv` is allowed too. */
     csv?: boolean;
+    /** The route answers audio (a recording's file) whatever the Accept header. */
+    audio?: boolean;
   }
 }
 

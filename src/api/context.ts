@@ -18,6 +18,7 @@ import type { Billing } from '../billing/index.js';
 import type { Numbers } from '../numbers/index.js';
 import type { Trunks } from '../trunks/index.js';
 import type { Kyc } from '../kyc/index.js';
+import type { CallControl } from '../calls/control.js';
 
 /** Dependencies and shared services of the route modules. */
 export interface ApiContext {
@@ -42,6 +43,8 @@ export interface ApiContext {
   provisioning: EndpointProvisioning;
   /** When this server was built (partner profile timestamps). */
   startedAt: string;
+  /** The B2BUA behind the Calls API (api/calls.ts); null: those routes answer 503 `calls_unavailable`. */
+  callControl: CallControl | null;
 }
 
 /** The calling account, and the sub-account when a sub-account is calling. */

@@ -47,6 +47,8 @@ import { registerKycRoutes, registerKycSessionRoutes } from './kyc.js';
 import { createKyc, type Kyc } from '../kyc/index.js';
 import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
+import type { CallControl } from '../calls/control.js';
+import { registerCallRoutes } from './calls.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -76,6 +78,8 @@ export interface ApiServerDeps {
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
   ops?: OperatorHooks;
+  /** The B2BUA behind the Calls API (src/calls/control.ts); absent or null: the Calls routes answer 503. */
+  callControl?: CallControl | null;
 }
 
 /** A route as registered: method and URL pattern (the OpenAPI test compares these). */
@@ -242,6 +246,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       onEndpointRemoved: deps.onEndpointRemoved,
     }),
     startedAt: new Date().toISOString(),
+    callControl: deps.callControl ?? null,
   };
 
   // JSON only (docs/api.md: a body that is not application/json is 415).
@@ -315,7 +320,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     };
     const guard = async (req: FastifyRequest): Promise<void> => {
       const accept = headerValue(req, 'accept') ?? undefined;
-      if (!route.config?.html && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
+      if (!route.config?.html && !route.config?.audio && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
@@ -356,5 +361,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerTrunkRoutes(app, ctx);
   registerKycRoutes(app, ctx);
   registerKycSessionRoutes(app, ctx);
+  registerCallRoutes(app, ctx);
   return app;
 }

@@ -71,6 +71,10 @@ export interface CallView {
   answeredAt: string | null;
   /** The B leg bridged to it, when a Dial connected one. */
   bLegUuid: string | null;
+  /** STIR/SHAKEN attestation of an inbound call (A, B, C); absent: answered `""`. */
+  stirAttestation?: string;
+  /** STIR/SHAKEN verification result; absent: answered `Not Applicable`. */
+  stirVerification?: string;
 }
 
 export type LegChoice = 'aleg' | 'bleg' | 'both';
@@ -109,6 +113,10 @@ export interface RecordRequest {
   timeLimit?: number | null;
   fileFormat?: 'wav' | 'mp3';
   callback?: UrlTarget | null;
+  /** The vendor's `record_channel_type`: both legs mixed (`mono`) or one per channel (`stereo`). */
+  recordChannelType?: 'mono' | 'stereo';
+  /** The vendor's `transcription_type` (`auto`); absent: no transcription. */
+  transcriptionType?: 'auto';
 }
 
 export interface StartedRecording {
@@ -128,6 +136,9 @@ export interface RecordingView {
   addedOn: string;
   /** `call` (the Record API) or `xml` (a Record verb). */
   source: 'call' | 'xml';
+  /** The call's from and to (the vendor's `from_number`, `to_number`); absent: answered `""`. */
+  fromNumber?: string;
+  toNumber?: string;
 }
 
 /**
