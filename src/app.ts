@@ -516,6 +516,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           numbers,
           trunks,
           kyc,
+          callControl: placed.service,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
