@@ -334,4 +334,32 @@ describe('runApplication: before the answer', () => {
     expect(requests[1]!.params).toMatchObject({ DialStatus: 'completed', DialBLegUUID: 'bleg-9', DialDuration: '3' });
     expect(port.events).toEqual(['dial +15550100']);
   });
+
+  it('survives the port failing after the call is gone (no unhandled rejection)', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => void unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      port.onCollect = () => new Promise((_resolve, reject) => setTimeout(() => reject(new Error('media gone')), 30));
+      const { fetch } = app({ 'https://app.example/answer': xml('<Gather/>') });
+      const running = runApplication(options(port, fetch));
+      setTimeout(() => port.end(), 5);
+      expect((await running).hangupCause).toBe('CALL_GONE');
+      await new Promise((r) => setTimeout(r, 80));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('ends with PLATFORM_ERROR and hangs up when the port fails while the call is up', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    port.onCollect = () => Promise.reject(new Error('rtpengine unreachable'));
+    const { fetch } = app({ 'https://app.example/answer': xml('<Gather/>') });
+    expect(await runApplication(options(port, fetch))).toEqual({ hangupCause: 'PLATFORM_ERROR', endedBy: 'xml' });
+    expect(port.events.at(-1)).toBe('hangup PLATFORM_ERROR');
+  });
 });
