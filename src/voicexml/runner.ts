@@ -170,6 +170,7 @@ class Run {
 
   /** Waits for `p` unless the call goes first; then the run stops. */
   private async race<T>(p: Promise<T>): Promise<T> {
+    // Promise.race subscribes to `p`: a failure after the call is gone is not an unhandled rejection.
     const r = await Promise.race([p, this.goneP]);
     if (r === GONE) throw new Stop(HANGUP_CAUSES.CALL_GONE, true);
     return r as T;

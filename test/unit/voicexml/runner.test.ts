@@ -41,7 +41,7 @@ class FakePort implements CallPort {
   async preAnswer(): Promise<void> {
     this.events.push('preAnswer');
   }
-  async play(file: string, o: { loop: number }): Promise<'done'> {
+  async play(file: string, o: { loop: number }): Promise<'done' | 'interrupted' | 'hangup'> {
     this.events.push(`play ${file} x${o.loop}`);
     return 'done';
   }
@@ -295,5 +295,71 @@ describe('runApplication: before the answer', () => {
     expect(await runApplication(options(port, fetch))).toEqual({ hangupCause: 'CALL_REJECTED', endedBy: 'xml' });
     expect(Date.now() - started).toBeLessThan(3000);
     expect(port.events).toEqual(['wait 5000', 'hangup CALL_REJECTED']);
+  });
+
+  it('stops a prompt still playing when the Gather times out, and goes on', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    let stopPlaying: (r: 'interrupted') => void = () => undefined;
+    port.play = (file: string, o: { loop: number }) => {
+      port.events.push(`play ${file} x${o.loop}`);
+      return file.includes('menu') ? new Promise<'done' | 'interrupted'>((resolve) => (stopPlaying = resolve)) : Promise.resolve('done' as const);
+    };
+    port.stopMedia = async () => {
+      port.events.push('stopMedia');
+      stopPlaying('interrupted');
+    };
+    port.onCollect = () => new Promise((resolve) => setTimeout(() => resolve({ digits: '', ended: 'timeout' }), 20));
+    const { fetch } = app({ 'https://app.example/answer': xml('<Gather executionTimeout="5"><Speak loop="0">menu</Speak></Gather><Speak>next</Speak>') });
+    expect((await runApplication(options(port, fetch))).hangupCause).toBe('END_OF_XML');
+    // loop 0 (forever) counts 0 s: the caller has executionTimeout alone.
+    expect(port.events).toEqual(['collect numDigits=32 key=# first=5000 next=5000', 'play /tts/menu.wav x0', 'stopMedia', 'play /tts/next.wav x1', 'hangup END_OF_XML']);
+  });
+
+  it('tells the Dial action the outcome when the caller hangs up during the bridge, and runs nothing more', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    port.onDial = () =>
+      new Promise((resolve) =>
+        setTimeout(() => {
+          port.end();
+          resolve({ status: 'completed', bLegUuid: 'bleg-9', durationS: 3, hangupBy: 'caller' });
+        }, 10),
+      );
+    const { fetch, requests } = app({
+      'https://app.example/answer': xml('<Dial action="https://app.example/dialed"><Number>+15550100</Number></Dial>'),
+      'https://app.example/dialed': xml('<Speak>never</Speak>'),
+    });
+    expect(await runApplication(options(port, fetch))).toEqual({ hangupCause: 'CALL_GONE', endedBy: 'call' });
+    expect(requests[1]!.params).toMatchObject({ DialStatus: 'completed', DialBLegUUID: 'bleg-9', DialDuration: '3' });
+    expect(port.events).toEqual(['dial +15550100']);
+  });
+
+  it('survives the port failing after the call is gone (no unhandled rejection)', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => void unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      port.onCollect = () => new Promise((_resolve, reject) => setTimeout(() => reject(new Error('media gone')), 30));
+      const { fetch } = app({ 'https://app.example/answer': xml('<Gather/>') });
+      const running = runApplication(options(port, fetch));
+      setTimeout(() => port.end(), 5);
+      expect((await running).hangupCause).toBe('CALL_GONE');
+      await new Promise((r) => setTimeout(r, 80));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('ends with PLATFORM_ERROR and hangs up when the port fails while the call is up', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    port.onCollect = () => Promise.reject(new Error('rtpengine unreachable'));
+    const { fetch } = app({ 'https://app.example/answer': xml('<Gather/>') });
+    expect(await runApplication(options(port, fetch))).toEqual({ hangupCause: 'PLATFORM_ERROR', endedBy: 'xml' });
+    expect(port.events.at(-1)).toBe('hangup PLATFORM_ERROR');
   });
 });
