@@ -1,0 +1,249 @@
+/**
+ * Calls the platform places (issue 24; docs/calls.md) on the wire: a real server with a
+ * real rtpengine, SIPp phones, and an HTTPS application server (the test's receiver, its
+ * CA trusted by the server) answering answer_url and action requests with XML.
+ *
+ * - POST /Call/ to a SIPp endpoint whose answer_url returns Speak + Play + Hangup: the RTP
+ *   reaching the phone's media address lasts as long as the two prompts (± 20 %), then the
+ *   phone gets a BYE; the Hangup callback and the CDR agree;
+ * - an IVR: Gather numDigits=1 with a Speak prompt; the phone sends RFC 4733 digit 2; the
+ *   action URL gets Digits=2 and its XML Dials a second SIPp endpoint; the phone's RTP then
+ *   reaches the second endpoint's media address through rtpengine (the legs are bridged).
+ */
+import { createSocket, type Socket } from 'node:dgram';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ServerResponse } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.js';
+import { makeTestCa, type TestCa } from '../support/test-ca.js';
+import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
+import { freePort } from '../support/ports.mjs';
+import { runSipp, type SippRun } from '../support/sipp.js';
+import { until } from '../support/wait.js';
+import { wavDurationMs } from '../../src/voicexml/tts.js';
+
+/** A UDP socket standing for a phone's media address: the arrival time of every RTP packet. */
+async function rtpSink(): Promise<{ port: number; times: number[]; socket: Socket }> {
+  const socket = createSocket('udp4');
+  const times: number[] = [];
+  socket.on('message', (m) => {
+    // RTP version 2, not RTCP (payload types 200-204 with the marker bit read as part of PT).
+    if (m.length >= 12 && m[0] >> 6 === 2 && !(m[1] >= 200 && m[1] <= 204)) times.push(Date.now());
+  });
+  await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
+  return { port: socket.address().port, times, socket };
+}
+
+describe('calls placed by the API run their application on rtpengine', () => {
+  let ca: TestCa;
+  let engine: RtpengineHandle;
+  let edge: Edge;
+  let app: HttpsReceiver;
+  let account: Account;
+  let dir: string;
+  let toneMs = 0;
+  /** answer_url / action documents by path. */
+  const docs = new Map<string, string>();
+
+  beforeAll(async () => {
+    ca = makeTestCa();
+    dir = mkdtempSync(join(tmpdir(), 'sip-edge-calls-'));
+    // One second of a 440 Hz tone as an 8 kHz WAV: the Play prompt.
+    // "Hello" as the server renders it (flite, the default WOMAN voice): its length is the Speak prompt's.
+    execFileSync('flite', ['-voice', 'slt', '-t', 'Hello', '-o', join(dir, 'hello.wav')]);
+    const tone = toneWav(1000);
+    toneMs = 1000;
+    const dtmfPort = await freePort();
+    engine = await startRtpengine({ extraArgs: [`--dtmf-log-dest=127.0.0.1:${dtmfPort}`] });
+    app = await startHttpsReceiver({ key: ca.serverKey, cert: ca.serverCert }, (req, res: ServerResponse) => {
+      const path = req.url.split('?')[0] as string;
+      if (path === '/tone.wav') {
+        res.writeHead(200, { 'content-type': 'audio/wav' }).end(tone);
+        return;
+      }
+      const doc = docs.get(path);
+      if (doc) res.writeHead(200, { 'content-type': 'application/xml' }).end(doc);
+      else res.writeHead(200).end('ok');
+    });
+    edge = await startEdge({
+      RTPENGINE_NG: engine.id,
+      CALLS_DTMF_LISTEN: `127.0.0.1:${dtmfPort}`,
+      CALLS_MEDIA_DIR: join(dir, 'media'),
+      NODE_EXTRA_CA_CERTS: ca.caCertFile,
+      CALLBACK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      LOG_LEVEL: process.env.CALLS_TEST_LOG ?? 'info',
+      SIP_TLS_PORT: 'off',
+      SIP_WSS_PORT: 'off',
+    });
+    account = await edge.newAccount({ cps_limit: 20, concurrent_calls_limit: 20 });
+  }, 60_000);
+  afterAll(async () => {
+    await edge?.stop();
+    await app?.close();
+    await engine?.dispose();
+    ca?.remove();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const url = (path: string): string => `https://127.0.0.1:${app.port}${path}`;
+  const base = (): string => `/api/v1/Account/${account.authId}`;
+
+  /** A SIPp phone registered as `e`, answering one call with `scenario`; its media goes to `sinkPort`. */
+  const phone = async (e: Endpoint, scenario: string, sinkPort: number, keys: Record<string, string | number> = {}): Promise<{ run: Promise<SippRun> }> => {
+    const mediaPort = await freePort();
+    const localPort = await freePort();
+    // Registered first (SIPp maps messages to calls by Call-ID, so the REGISTER and the
+    // edge's INVITE cannot share one scenario), then the UAS on the same port.
+    const reg = await runSipp({ scenario: 'register.xml', port: edge.server.ports.udp as number, transport: 'udp', users: [{ user: e.username, domain: account.sipDomain, password: e.password }], localPort, timeoutMs: 15_000 });
+    expect(reg.code, reg.errors).toBe(0);
+    const run = runSipp({
+      localPort,
+      scenario,
+      port: edge.server.ports.udp as number,
+      transport: 'udp',
+      users: [{ user: e.username, domain: account.sipDomain, password: e.password }],
+      calls: 1,
+      keys: { sink_port: sinkPort, ...keys },
+      recvTimeoutMs: null,
+      traceMessages: true,
+      timeoutMs: 60_000,
+      extraArgs: ['-mp', String(mediaPort)],
+    });
+    return { run };
+  };
+
+  it('Speak + Play + Hangup: RTP to the phone for as long as the prompts, then a BYE; the Hangup callback and the CDR agree', async () => {
+    const callee = await edge.newEndpoint(account, 'apicallee1');
+    const caller = await edge.newEndpoint(account, 'apicaller1');
+    const sink = await rtpSink();
+    docs.set('/answer1', `<Response><Speak>Hello</Speak><Play>${url('/tone.wav')}</Play><Hangup/></Response>`);
+    const ring = await phone(callee, 'api-call-uas.xml', sink.port);
+    await edge.waitBindings(callee, 1);
+    const r = await edge.api(account, 'POST', `${base()}/Call/`, {
+      from: `sip:${caller.username}@${account.sipDomain}`,
+      to: `sip:${callee.username}@${account.sipDomain}`,
+      answer_url: url('/answer1'),
+      hangup_url: url('/hangup1'),
+    });
+    expect(r.status, JSON.stringify(r.json)).toBe(201);
+    expect(r.json.message).toBe('call fired');
+    const requestUuid = String(r.json.request_uuid);
+    const run = await ring.run;
+    if (run.code !== 0) console.log(edge.server.output().split('\n').filter((l) => !/registrar|REGISTER/.test(l)).slice(-60).join('\n'));
+    expect(run.code, run.errors).toBe(0);
+    sink.socket.close();
+
+    // How long "Hello" lasts as the server rendered it (the same flite, the same text).
+    const helloMs = await wavDurationMs(join(dir, 'hello.wav'));
+    const expected = helloMs + toneMs;
+    const first = sink.times[0] as number;
+    const last = sink.times[sink.times.length - 1] as number;
+    const heard = last - first;
+    console.info(`placed call: prompts ${expected} ms, RTP at the phone for ${heard} ms (${sink.times.length} packets)`);
+    expect(sink.times.length).toBeGreaterThan((expected / 20) * 0.8);
+    expect(heard).toBeGreaterThan(expected * 0.8);
+    expect(heard).toBeLessThan(expected * 1.2);
+
+    // The answer_url request carried the call's parameters.
+    const answer = app.requests.find((q) => q.url.startsWith('/answer1'));
+    const params = new URLSearchParams(answer?.body ?? '');
+    expect(params.get('RequestUUID')).toBe(requestUuid);
+    expect(params.get('Direction')).toBe('outbound');
+    const callUuid = params.get('CallUUID') as string;
+    expect(callUuid).toMatch(/^[0-9a-f-]{36}$/);
+
+    const hangup = await until('the Hangup callback', async () => app.requests.find((q) => q.url.startsWith('/hangup1')), 10_000);
+    const h = new URLSearchParams(hangup.body);
+    expect(h.get('Event')).toBe('Hangup');
+    expect(h.get('CallUUID')).toBe(callUuid);
+    const cdr = await until(
+      'the CDR',
+      async () => ((await edge.api(account, 'GET', `${base()}/CDR/`)).json.objects as Array<Record<string, unknown>>).find((c) => c.call_uuid === callUuid),
+      10_000,
+    );
+    expect(cdr.call_status).toBe('answered');
+    expect(cdr.call_direction).toBe('outbound');
+    expect(cdr.bridge_uuid).toBe(callUuid);
+    expect(String(cdr.duration)).toBe(h.get('Duration'));
+    expect(cdr.hangup_cause).toBe(h.get('HangupCause'));
+    // Nothing is live afterwards.
+    const live = await edge.api(account, 'GET', `${base()}/Call/?status=live`);
+    expect(live.json.calls).toEqual([]);
+  }, 60_000);
+
+  it('IVR: Gather hears RFC 4733 digit 2 from the phone, the action URL Dials a second endpoint, the legs are bridged through rtpengine', async () => {
+    const first = await edge.newEndpoint(account, 'ivrcaller');
+    const second = await edge.newEndpoint(account, 'ivrsecond');
+    const from = await edge.newEndpoint(account, 'ivrfrom');
+    const sinkA = await rtpSink();
+    const sinkB = await rtpSink();
+    docs.set('/ivr', `<Response><Gather numDigits="1" action="${url('/ivr-digit')}" executionTimeout="10"><Speak>Press two for sales</Speak></Gather><Hangup reason="no input"/></Response>`);
+    docs.set('/ivr-digit', `<Response><Dial timeout="20"><User>sip:${second.username}@${account.sipDomain}</User></Dial><Hangup/></Response>`);
+    // The first phone sends its digit 1.5 s after answering (during the prompt), then its
+    // media keeps flowing from SIPp's media port; the second phone answers the Dial.
+    const ringA = await phone(first, 'api-call-uas-dtmf.xml', sinkA.port, { dtmf_wait: 1500 });
+    const ringB = await phone(second, 'api-call-uas.xml', sinkB.port);
+    await edge.waitBindings(first, 1);
+    await edge.waitBindings(second, 1);
+    const r = await edge.api(account, 'POST', `${base()}/Call/`, {
+      from: `sip:${from.username}@${account.sipDomain}`,
+      to: `sip:${first.username}@${account.sipDomain}`,
+      answer_url: url('/ivr'),
+    });
+    expect(r.status, JSON.stringify(r.json)).toBe(201);
+    const action = await until('the Gather action', async () => app.requests.find((q) => q.url.startsWith('/ivr-digit')), 20_000);
+    expect(new URLSearchParams(action.body).get('Digits')).toBe('2');
+    // Bridged: the B leg is live beside the A leg, and the second phone hears the first.
+    const live = await until(
+      'the bridged call',
+      async () => {
+        const l = await edge.api(account, 'GET', `${base()}/Call/?status=live`);
+        const ids = (l.json.calls as string[]) ?? [];
+        for (const id of ids) {
+          const one = await edge.api(account, 'GET', `${base()}/Call/${id}/?status=live`);
+          if (one.status === 200 && one.json.call_status === 'in-progress') return one.json;
+        }
+        return undefined;
+      },
+      15_000,
+    );
+    expect(live.direction).toBe('outbound');
+    // The second phone's media address gets RTP (the first phone's, relayed): the legs are bridged.
+    const before = sinkB.times.length;
+    await until('RTP at the second phone', async () => (sinkB.times.length > before + 10 ? true : undefined), 10_000);
+    // The first phone's digit ended its prompt; hang up from the API: both phones get BYE.
+    const ids = (await edge.api(account, 'GET', `${base()}/Call/?status=live`)).json.calls as string[];
+    for (const id of ids) expect((await edge.api(account, 'DELETE', `${base()}/Call/${id}/`)).status).toBe(204);
+    const [a, b] = await Promise.all([ringA.run, ringB.run]);
+    expect(a.code, a.errors).toBe(0);
+    expect(b.code, b.errors).toBe(0);
+    sinkA.socket.close();
+    sinkB.socket.close();
+  }, 90_000);
+});
+
+/** 1 s of a 440 Hz tone, 8 kHz 16-bit mono WAV. */
+function toneWav(ms: number): Buffer {
+  const n = Math.round((8000 * ms) / 1000);
+  const data = Buffer.alloc(n * 2);
+  for (let i = 0; i < n; i++) data.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / 8000)), i * 2);
+  const h = Buffer.alloc(44);
+  h.write('RIFF', 0);
+  h.writeUInt32LE(36 + data.length, 4);
+  h.write('WAVE', 8);
+  h.write('fmt ', 12);
+  h.writeUInt32LE(16, 16);
+  h.writeUInt16LE(1, 20);
+  h.writeUInt16LE(1, 22);
+  h.writeUInt32LE(8000, 24);
+  h.writeUInt32LE(16000, 28);
+  h.writeUInt16LE(2, 32);
+  h.writeUInt16LE(16, 34);
+  h.write('data', 36);
+  h.writeUInt32LE(data.length, 40);
+  return Buffer.concat([h, data]);
+}
