@@ -54,6 +54,8 @@ export class PlacedCall {
   answeredAt: number | null = null;
   readonly sessionStart = Date.now();
   bLegUuid: string | null = null;
+  /** Whom the A leg was placed from (a Dial without callerId places its B leg the same way). */
+  placedFrom: { user: string; shown: string; endpoint: EndpointRecord | null; callerId: string | null } = { user: '', shown: '', endpoint: null, callerId: null };
   readonly media: CallMediaSession;
   private a: SipLeg | null = null;
   private b: SipLeg | null = null;

@@ -124,6 +124,7 @@ export class CallService implements CallControl {
         continue;
       }
       const call = new PlacedCall(this.host(), { account, sub, domain: owner.domain }, requestUuid, { from: from.shown, to: plan.to, callerName: req.callerName ?? '', direction: 'outbound' }, { ring: req.ring ?? null, hangup: req.hangup ?? null }, { client: this.o.rtpengine });
+      call.placedFrom = from;
       this.calls.set(call.callUuid, call);
       this.byNgCall.set(call.media.ngCallId, call);
       await this.o.live.put(call.record(this.o.processId));
@@ -252,6 +253,7 @@ export class CallService implements CallControl {
 
   /** A digit from rtpengine's DTMF log: to the call here, or to the process that runs it. */
   dtmfEvent(e: DtmfEvent): void {
+    this.o.log.debug({ call: e.ngCallId, party: e.party, digit: e.digit }, 'digit from rtpengine');
     if (e.party !== 'a') return;
     const call = this.byNgCall.get(e.ngCallId);
     if (call) {
@@ -332,9 +334,9 @@ export class CallService implements CallControl {
   dialPlan(call: PlacedCall, callerId: string | null): (t: DialTarget) => Promise<LegPlan> {
     return async (t) => {
       const owner: CallOwner = { authId: call.owner.sub?.authId ?? call.owner.account.authId, domain: call.owner.domain, subAccount: call.owner.sub?.authId ?? null };
-      const shown = callerId ?? call.view.from;
-      const e164 = normalizeE164(shown);
-      const from = { user: e164 ?? shown, shown, endpoint: null, callerId: e164 };
+      // A Dial's callerId (a number of the account) when given, else the A leg's own `from`.
+      const e164 = callerId ? normalizeE164(callerId) : null;
+      const from = e164 ? { user: e164, shown: e164, endpoint: null, callerId: e164 } : call.placedFrom;
       return this.planTo(owner, call.owner.account, t.kind === 'number' ? t.value : t.value, from, { sipHeaders: null, callerName: null } as unknown as PlaceCallRequest);
     };
   }

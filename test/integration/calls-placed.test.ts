@@ -93,7 +93,7 @@ describe('calls placed by the API run their application on rtpengine', () => {
   const base = (): string => `/api/v1/Account/${account.authId}`;
 
   /** A SIPp phone registered as `e`, answering one call with `scenario`; its media goes to `sinkPort`. */
-  const phone = async (e: Endpoint, scenario: string, sinkPort: number, keys: Record<string, string | number> = {}): Promise<{ run: Promise<SippRun> }> => {
+  const phone = async (e: Endpoint, scenario: string, sinkPort: number, pauseMs = 0): Promise<{ run: Promise<SippRun> }> => {
     const mediaPort = await freePort();
     const localPort = await freePort();
     // Registered first (SIPp maps messages to calls by Call-ID, so the REGISTER and the
@@ -107,7 +107,8 @@ describe('calls placed by the API run their application on rtpengine', () => {
       transport: 'udp',
       users: [{ user: e.username, domain: account.sipDomain, password: e.password }],
       calls: 1,
-      keys: { sink_port: sinkPort, ...keys },
+      keys: { sink_port: sinkPort },
+      pauseMs,
       recvTimeoutMs: null,
       traceMessages: true,
       timeoutMs: 60_000,
@@ -181,11 +182,11 @@ describe('calls placed by the API run their application on rtpengine', () => {
     const from = await edge.newEndpoint(account, 'ivrfrom');
     const sinkA = await rtpSink();
     const sinkB = await rtpSink();
-    docs.set('/ivr', `<Response><Gather numDigits="1" action="${url('/ivr-digit')}" executionTimeout="10"><Speak>Press two for sales</Speak></Gather><Hangup reason="no input"/></Response>`);
+    docs.set('/ivr', `<Response><Gather numDigits="1" action="${url('/ivr-digit')}" executionTimeout="10"><Speak>Press two for sales</Speak></Gather><Hangup/></Response>`);
     docs.set('/ivr-digit', `<Response><Dial timeout="20"><User>sip:${second.username}@${account.sipDomain}</User></Dial><Hangup/></Response>`);
     // The first phone sends its digit 1.5 s after answering (during the prompt), then its
     // media keeps flowing from SIPp's media port; the second phone answers the Dial.
-    const ringA = await phone(first, 'api-call-uas-dtmf.xml', sinkA.port, { dtmf_wait: 1500 });
+    const ringA = await phone(first, 'api-call-uas-dtmf.xml', sinkA.port, 1500);
     const ringB = await phone(second, 'api-call-uas.xml', sinkB.port);
     await edge.waitBindings(first, 1);
     await edge.waitBindings(second, 1);
@@ -195,7 +196,11 @@ describe('calls placed by the API run their application on rtpengine', () => {
       answer_url: url('/ivr'),
     });
     expect(r.status, JSON.stringify(r.json)).toBe(201);
-    const action = await until('the Gather action', async () => app.requests.find((q) => q.url.startsWith('/ivr-digit')), 20_000);
+    const action = await until('the Gather action', async () => app.requests.find((q) => q.url.startsWith('/ivr-digit')), 20_000).catch((err: unknown) => {
+      console.log(edge.server.output().split('\n').filter((l) => !/registrar|"url":"\/api/.test(l)).slice(-30).join('\n'));
+      console.log(engine.log().split('\n').slice(-40).join('\n'));
+      throw err;
+    });
     expect(new URLSearchParams(action.body).get('Digits')).toBe('2');
     // Bridged: the B leg is live beside the A leg, and the second phone hears the first.
     const live = await until(
@@ -214,7 +219,12 @@ describe('calls placed by the API run their application on rtpengine', () => {
     expect(live.direction).toBe('outbound');
     // The second phone's media address gets RTP (the first phone's, relayed): the legs are bridged.
     const before = sinkB.times.length;
-    await until('RTP at the second phone', async () => (sinkB.times.length > before + 10 ? true : undefined), 10_000);
+    await until('RTP at the second phone', async () => (sinkB.times.length > before + 10 ? true : undefined), 10_000).catch(async (err: unknown) => {
+      await edge.api(account, 'DELETE', `${base()}/Call/${String(live.call_uuid)}/`);
+      await new Promise((r) => setTimeout(r, 500));
+      console.log(edge.server.output().split('\n').filter((l) => !/"registrar"|"api"/.test(l)).slice(-30).join('\n'));
+      throw err;
+    });
     // The first phone's digit ended its prompt; hang up from the API: both phones get BYE.
     const ids = (await edge.api(account, 'GET', `${base()}/Call/?status=live`)).json.calls as string[];
     for (const id of ids) expect((await edge.api(account, 'DELETE', `${base()}/Call/${id}/`)).status).toBe(204);
@@ -223,6 +233,21 @@ describe('calls placed by the API run their application on rtpengine', () => {
     expect(b.code, b.errors).toBe(0);
     sinkA.socket.close();
     sinkB.socket.close();
+    console.info(`IVR: the dialled phone got ${sinkB.times.length} RTP packets from the caller through rtpengine`);
+    // Both legs have CDRs, linked by the A leg's call_uuid as bridge_uuid.
+    const aUuid = String(live.call_uuid);
+    const legs = await until(
+      'both legs\' CDRs',
+      async () => {
+        const l = (await edge.api(account, 'GET', `${base()}/CDR/`)).json.objects as Array<Record<string, unknown>>;
+        const linked = l.filter((c) => c.bridge_uuid === aUuid);
+        return linked.length === 2 ? linked : undefined;
+      },
+      10_000,
+    );
+    expect(legs.map((c) => c.call_status)).toEqual(['answered', 'answered']);
+    expect(legs.some((c) => c.call_uuid === aUuid)).toBe(true);
+    expect(legs.some((c) => String(c.to_number).includes(second.username))).toBe(true);
   }, 90_000);
 });
 
