@@ -1,0 +1,144 @@
+/**
+ * Calls the platform placed, across a fleet (issue 24; docs/calls.md "Live calls", "Node
+ * failure"): two nodes on one Redis and one rtpengine. A call placed through node B's API is
+ * listed live by node A's, and a DELETE on node A ends it (the phone gets its BYE). Five
+ * live calls of node B survive node B's SIGKILL only as long as the fleet takes to declare
+ * it dead: node A then ends each one (a BYE to each phone from its stored dialog, cause
+ * NODE_FAILURE in the CDR), and node A lists none — no ghost live calls.
+ */
+import type { ServerResponse } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.js';
+import { makeTestCa, type TestCa } from '../support/test-ca.js';
+import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
+import { freePort } from '../support/ports.mjs';
+import { runSipp, type SippRun } from '../support/sipp.js';
+import { until } from '../support/wait.js';
+
+describe('placed calls across two nodes', () => {
+  let ca: TestCa;
+  let redis: RedisServerHandle;
+  let engine: RtpengineHandle;
+  let app: HttpsReceiver;
+  let a: Edge;
+  let b: Edge;
+  let account: Account;
+
+  beforeAll(async () => {
+    ca = makeTestCa();
+    redis = await startRedis();
+    engine = await startRtpengine({ rtpPorts: 80 });
+    // The application keeps every call up (a long Wait) until someone ends it.
+    app = await startHttpsReceiver({ key: ca.serverKey, cert: ca.serverCert }, (_req, res: ServerResponse) => {
+      res.writeHead(200, { 'content-type': 'application/xml' }).end('<Response><Wait length="120"/></Response>');
+    });
+    const env = {
+      REDIS_URL: redis.url,
+      NONCE_SECRET: 'calls-fleet-nonce-secret-0123456789',
+      RTPENGINE_NG: engine.id,
+      NODE_EXTRA_CA_CERTS: ca.caCertFile,
+      CALLBACK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      SIP_TLS_PORT: 'off',
+      SIP_WSS_PORT: 'off',
+    };
+    [a, b] = await Promise.all([startEdge({ ...env, NODE_ID: 'node-a' }), startEdge({ ...env, NODE_ID: 'node-b' })]);
+    account = await a.newAccount({ cps_limit: 20, concurrent_calls_limit: 20 });
+  }, 60_000);
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await app?.close();
+    await engine?.dispose();
+    await redis?.stop();
+    ca?.remove();
+  });
+
+  const path = (): string => `/api/v1/Account/${account.authId}/Call/`;
+  const live = async (e: Edge): Promise<string[]> => ((await e.api(account, 'GET', `${path()}?status=live`)).json.calls as string[]) ?? [];
+
+  /** A SIPp phone registered through node B (UDP), answering `calls` calls and waiting for their BYEs. */
+  const phone = async (e: Endpoint, calls: number): Promise<{ run: Promise<SippRun> }> => {
+    const localPort = await freePort();
+    const users = [{ user: e.username, domain: account.sipDomain, password: e.password }];
+    const reg = await runSipp({ scenario: 'register.xml', port: b.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 });
+    expect(reg.code, reg.errors).toBe(0);
+    const sink = await freePort();
+    const run = runSipp({
+      scenario: 'api-call-uas.xml',
+      port: b.server.ports.udp as number,
+      transport: 'udp',
+      users,
+      calls,
+      localPort,
+      keys: { sink_port: sink },
+      recvTimeoutMs: null,
+      traceMessages: true,
+      timeoutMs: 90_000,
+      extraArgs: ['-mp', String(await freePort())],
+    });
+    return { run };
+  };
+  const place = async (on: Edge, from: Endpoint, to: Endpoint): Promise<void> => {
+    const r = await on.api(account, 'POST', path(), {
+      from: `sip:${from.username}@${account.sipDomain}`,
+      to: `sip:${to.username}@${account.sipDomain}`,
+      answer_url: `https://127.0.0.1:${app.port}/answer`,
+    });
+    expect(r.status, JSON.stringify(r.json)).toBe(201);
+  };
+
+  it('a call placed on node B is listed live by node A, and a DELETE on node A ends it', async () => {
+    const callee = await a.newEndpoint(account, 'fleetcallee');
+    const caller = await a.newEndpoint(account, 'fleetcaller');
+    const p = await phone(callee, 1);
+    await b.waitBindings(callee, 1);
+    await place(b, caller, callee);
+    const ids = await until('the call in progress on node A', async () => {
+      const l = await live(a);
+      if (l.length !== 1) return undefined;
+      const one = await a.api(account, 'GET', `${path()}${l[0]}/?status=live`);
+      return one.status === 200 && one.json.call_status === 'in-progress' ? l : undefined;
+    }, 10_000);
+    expect((await a.api(account, 'DELETE', `${path()}${ids[0]}/`)).status).toBe(204);
+    const run = await p.run;
+    expect(run.code, run.errors).toBe(0);
+    await until('no live call on either node', async () => ((await live(a)).length === 0 && (await live(b)).length === 0 ? true : undefined), 5_000);
+    const cdr = await until('the CDR', async () => ((await a.api(account, 'GET', `/api/v1/Account/${account.authId}/CDR/`)).json.objects as Array<Record<string, unknown>>).find((c) => c.call_uuid === ids[0]), 10_000);
+    expect(cdr.hangup_cause).toBe('API_HANGUP');
+  }, 60_000);
+
+  it('node B SIGKILLed with 5 live calls: node A ends each (BYE to every phone, NODE_FAILURE) and lists none', async () => {
+    const callee = await a.newEndpoint(account, 'fleetfive');
+    const caller = await a.newEndpoint(account, 'fleetfivecaller');
+    const p = await phone(callee, 5);
+    await b.waitBindings(callee, 1);
+    for (let i = 0; i < 5; i++) await place(b, caller, callee);
+    const ids = await until('5 live calls on node A', async () => {
+      const l = await live(a);
+      if (l.length !== 5) return undefined;
+      for (const id of l) if ((await a.api(account, 'GET', `${path()}${id}/?status=live`)).json.call_status !== 'in-progress') return undefined;
+      return l;
+    }, 15_000).catch(async (err: unknown) => {
+      for (const id of await live(a)) console.log(id, JSON.stringify((await a.api(account, 'GET', `${path()}${id}/?status=live`)).json));
+      console.log(b.server.output().split('\n').filter((l) => /b2bua|warn|error/i.test(l)).slice(-20).join('\n'));
+      throw err;
+    });
+    const killedAt = Date.now();
+    await b.server.stop('SIGKILL');
+    await until('no live call on node A', async () => ((await live(a)).length === 0 ? true : undefined), 20_000);
+    const gone = Date.now() - killedAt;
+    console.info(`node B killed with 5 live calls: node A listed none after ${gone} ms`);
+    expect(gone).toBeLessThan(12_000);
+    // Every phone got its BYE (the SIPp UAS ends each call on it) from node A.
+    const run = await p.run;
+    expect(run.code, run.errors).toBe(0);
+    expect(run.successful).toBe(5);
+    const cdrs = await until('5 CDRs', async () => {
+      const l = ((await a.api(account, 'GET', `/api/v1/Account/${account.authId}/CDR/`)).json.objects as Array<Record<string, unknown>>).filter((c) => ids.includes(String(c.call_uuid)));
+      return l.length === 5 ? l : undefined;
+    }, 10_000);
+    for (const c of cdrs) expect(c.hangup_cause).toBe('NODE_FAILURE');
+  }, 90_000);
+});
