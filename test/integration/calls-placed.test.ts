@@ -176,6 +176,62 @@ describe('calls placed by the API run their application on rtpengine', () => {
     expect(live.json.calls).toEqual([]);
   }, 60_000);
 
+  it('bad XML at answer_url → fallback_url; a verb that needs a mixing server ends the call cleanly with a cause saying so', async () => {
+    const callee = await edge.newEndpoint(account, 'apicallee3');
+    const caller = await edge.newEndpoint(account, 'apicaller3');
+    const sink = await rtpSink();
+    docs.set('/broken', '<Response><Speak>unclosed');
+    docs.set('/fallback3', '<Response><Conference>room</Conference></Response>');
+    const ring = await phone(callee, 'api-call-uas.xml', sink.port);
+    await edge.waitBindings(callee, 1);
+    const r = await edge.api(account, 'POST', `${base()}/Call/`, {
+      from: `sip:${caller.username}@${account.sipDomain}`,
+      to: `sip:${callee.username}@${account.sipDomain}`,
+      answer_url: url('/broken'),
+      fallback_url: url('/fallback3'),
+    });
+    expect(r.status, JSON.stringify(r.json)).toBe(201);
+    const run = await ring.run;
+    sink.socket.close();
+    expect(run.code, run.errors).toBe(0);
+    expect(app.requests.some((q) => q.url.startsWith('/fallback3'))).toBe(true);
+    const callUuid = new URLSearchParams(app.requests.find((q) => q.url.startsWith('/broken'))?.body ?? '').get('CallUUID');
+    const cdr = await until(
+      'the CDR',
+      async () => ((await edge.api(account, 'GET', `${base()}/CDR/`)).json.objects as Array<Record<string, unknown>>).find((c) => c.call_uuid === callUuid),
+      10_000,
+    );
+    expect(cdr.hangup_cause).toBe('XML_UNSUPPORTED_VERB: Conference');
+  }, 60_000);
+
+  it('refused before anything is sent: an unknown from → 400, over cps_limit → 429 with Retry-After', async () => {
+    const callee = await edge.newEndpoint(account, 'apicallee4');
+    const bad = await edge.api(account, 'POST', `${base()}/Call/`, { from: '+15550001111', to: `sip:${callee.username}@${account.sipDomain}`, answer_url: url('/answer1') });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toBe('invalid_from');
+    const slow = await edge.newAccount({ cps_limit: 1, concurrent_calls_limit: 5 });
+    const from = await edge.newEndpoint(slow, 'cpsfrom');
+    const to = await edge.newEndpoint(slow, 'cpsto');
+    const sink = await rtpSink();
+    const localPort = await freePort();
+    const users = [{ user: to.username, domain: slow.sipDomain, password: to.password }];
+    expect((await runSipp({ scenario: 'register.xml', port: edge.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 })).code).toBe(0);
+    const callee2 = runSipp({ scenario: 'api-call-uas.xml', port: edge.server.ports.udp as number, transport: 'udp', users, calls: 1, localPort, keys: { sink_port: sink.port }, recvTimeoutMs: null, timeoutMs: 30_000, extraArgs: ['-mp', String(await freePort())] });
+    const body = { from: `sip:${from.username}@${slow.sipDomain}`, to: `sip:${to.username}@${slow.sipDomain}`, answer_url: url('/answer1') };
+    const first = await edge.api(slow, 'POST', `/api/v1/Account/${slow.authId}/Call/`, body);
+    expect(first.status, JSON.stringify(first.json)).toBe(201);
+    const res = await fetch(`${edge.base}/api/v1/Account/${slow.authId}/Call/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'x-auth-id': slow.authId, 'x-auth-token': slow.authToken },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(((await res.json()) as { error: string }).error).toBe('limit_reached');
+    expect((await callee2).code).toBe(0);
+    sink.socket.close();
+  }, 60_000);
+
   it('IVR: Gather hears RFC 4733 digit 2 from the phone, the action URL Dials a second endpoint, the legs are bridged through rtpengine', async () => {
     const first = await edge.newEndpoint(account, 'ivrcaller');
     const second = await edge.newEndpoint(account, 'ivrsecond');
