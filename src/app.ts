@@ -378,6 +378,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     ...(push ? { push } : {}),
     charging: billing.charging,
     originated: (ctx) => placed.service.originated(ctx.callId),
+    // Calls to applications run here (answer_url XML on rtpengine) unless APP_SERVER_URI takes them.
+    runsApplications: rtpengine !== null,
     log: log.child({ component: 'proxy' }),
   });
   // Calls placed by the Calls API (docs/calls.md): a B2BUA whose legs go through the proxy above.

@@ -74,6 +74,14 @@ export class CallMediaSession {
     await this.wrap('answer', () => this.client.answer({ 'call-id': this.ngCallId, 'from-tag': 'app', 'to-tag': 'a', sdp, ...PLAIN }, this.need()));
   }
 
+  /** A call to an application: the caller's offer (party `a`) answered by the platform's side; the SDP for the caller. */
+  async answerOffer(aSdp: string): Promise<string> {
+    const o = await this.wrap('offer', () => this.client.offer({ 'call-id': this.ngCallId, 'from-tag': 'a', sdp: aSdp, ...PLAIN }));
+    this.engine = o.engine;
+    const r = await this.wrap('answer', () => this.client.answer({ 'call-id': this.ngCallId, 'from-tag': 'a', 'to-tag': 'app', sdp: appSdp(Date.now() % 1e9), ...PLAIN }, o.engine));
+    return r.sdp;
+  }
+
   /** A Dial: the A leg's session offered to the B leg (the SDP for B). */
   async offerB(aSdp: string): Promise<string> {
     const r = await this.wrap('offer', () => this.client.offer({ 'call-id': this.ngCallId, 'from-tag': 'a', sdp: aSdp, ...PLAIN }, this.need()));

@@ -12,6 +12,7 @@ import type { AccountRecord, EndpointRecord, SubAccountRecord } from '../store/d
 import type { LiveCallRecord } from '../store/live-calls/live-calls.js';
 import { CallMediaSession, type MediaParty } from './media.js';
 import type { SipLeg, UserAgent } from './ua.js';
+import type { SipRequest } from '../sip/message.js';
 
 /** Where a leg goes: its Request-URI and To, and the identity it is placed with. */
 export interface LegPlan {
@@ -49,7 +50,7 @@ export type DialOutcome = { status: 'completed' | 'busy' | 'failed' | 'timeout' 
 type PlayOutcome = 'done' | 'interrupted' | 'hangup';
 
 export class PlacedCall {
-  readonly callUuid = randomUUID();
+  readonly callUuid: string;
   status: LiveCallRecord['status'] = 'queued';
   answeredAt: number | null = null;
   readonly sessionStart = Date.now();
@@ -78,10 +79,12 @@ export class PlacedCall {
     private readonly host: PlacedCallHost,
     readonly owner: { account: AccountRecord; sub: SubAccountRecord | null; domain: string },
     readonly requestUuid: string,
-    readonly view: { from: string; to: string; callerName: string; direction: 'outbound' },
+    readonly view: { from: string; to: string; callerName: string; direction: 'outbound' | 'inbound' },
     readonly callbacks: { ring: CallStart['callbacks']['ring']; hangup: CallStart['callbacks']['hangup'] },
     media: { client: ConstructorParameters<typeof CallMediaSession>[0] },
+    callUuid?: string,
   ) {
+    this.callUuid = callUuid ?? randomUUID();
     this.media = new CallMediaSession(media.client, this.callUuid, host.log);
     this.answeredSignal = new Promise((r) => (this.answeredResolve = r));
   }
@@ -161,6 +164,57 @@ export class PlacedCall {
     };
   }
 
+  /**
+   * A call to an application (docs/calls.md "Inbound"): the caller's INVITE, taken by `leg`,
+   * rings; the application's verbs answer it (200) or pre-answer it (183) with rtpengine's SDP.
+   */
+  async startInbound(legId: string, invite: SipRequest): Promise<void> {
+    const leg = this.host.ua.leg(
+      {
+        onFailed: () => {
+          this.answeredResolve(false);
+          this.finish('ORIGINATOR_CANCEL');
+        },
+        onBye: () => this.finish('NORMAL_CLEARING'),
+        onInfoDigit: (d) => this.digit(d),
+      },
+      legId,
+    );
+    leg.accept(invite);
+    this.a = leg;
+    const offer = leg.remoteSdp;
+    if (!offer) {
+      leg.respond(488, 'Not Acceptable Here', null);
+      this.finish('INCOMPATIBLE_DESTINATION');
+      return;
+    }
+    try {
+      this.inboundSdp = await this.media.answerOffer(offer);
+    } catch (err) {
+      this.host.log.warn({ call: this.callUuid, err: err instanceof Error ? err.message : String(err) }, 'application call: media not set up');
+      leg.respond(503, 'Service Unavailable', null);
+      this.finish('MEDIA_FAILED');
+      return;
+    }
+    leg.respond(180, 'Ringing', null);
+    this.status = 'ringing';
+    this.host.changed(this);
+  }
+
+  private inboundSdp: string | null = null;
+  private preAnswered = false;
+
+  /** The 200 to the caller of a call to an application (no-op for a call the platform placed). */
+  private answerInbound(): void {
+    const leg = this.a;
+    if (!leg || !this.inboundSdp || this.answeredAt !== null || this.ended) return;
+    leg.respond(200, 'OK', this.inboundSdp);
+    this.status = 'in-progress';
+    this.answeredAt = Date.now();
+    this.host.changed(this);
+    this.answeredResolve(true);
+  }
+
   private async onAnswered(sdp: string | null, timeLimitS: number | null): Promise<void> {
     if (this.ended) return;
     try {
@@ -223,9 +277,16 @@ export class PlacedCall {
     return this.answeredAt !== null && !this.ended;
   }
 
-  async answer(): Promise<void> {}
+  async answer(): Promise<void> {
+    this.answerInbound();
+  }
 
-  async preAnswer(): Promise<void> {}
+  async preAnswer(): Promise<void> {
+    const leg = this.a;
+    if (!leg || !this.inboundSdp || this.preAnswered || this.answeredAt !== null || this.ended) return;
+    this.preAnswered = true;
+    leg.respond(183, 'Session Progress', this.inboundSdp);
+  }
 
   /** Plays a file to the A leg `loop` times (0: until interrupted); resolves how it ended. */
   async play(file: string, o: { loop: number }, to: MediaParty = 'a'): Promise<PlayOutcome> {

@@ -35,6 +35,9 @@ import {
 import { PlacedCall, type DialTarget, type LegPlan } from './placed-call.js';
 import { byeFor, UserAgent, type UaHost } from './ua.js';
 import type { DtmfEvent } from './media.js';
+import { getHeader, parseNameAddr } from '../sip/headers.js';
+import type { SipRequest } from '../sip/message.js';
+import { CALL_UUID_HEADER } from '../routing/origin.js';
 
 /** Runs a placed call's voice application once it is answered (wired to voicexml/ in index.ts). */
 export type ApplicationRunner = (call: PlacedCall, app: { answer: UrlTarget; fallback: UrlTarget | null; params: () => Record<string, string> }, svc: CallService) => Promise<string>;
@@ -89,6 +92,9 @@ export class CallService implements CallControl {
 
   constructor(private readonly o: CallServiceOptions) {
     this.ua = new UserAgent(o.ua, o.log);
+    this.ua.onInvite = (legId, invite) => {
+      void this.inbound(legId, invite).catch((err: unknown) => this.o.log.error({ err, leg: legId }, 'application call failed'));
+    };
     o.notices?.on(TOPIC, (m) => this.onNotice(m));
   }
 
@@ -300,11 +306,57 @@ export class CallService implements CallControl {
     };
   }
 
+  /**
+   * A call the proxy routed to an application (a number routed to it, or an endpoint calling
+   * it) when APP_SERVER_URI is not set: this process answers it and runs the application's
+   * answer_url (docs/calls.md "Inbound").
+   */
+  private async inbound(legId: string, invite: SipRequest): Promise<void> {
+    const authId = getHeader(invite, 'x-account-id') ?? '';
+    const appId = getHeader(invite, 'x-application-id') ?? '';
+    const account = authId ? await this.o.directory.getAccount(authId) : null;
+    const app = account && appId ? await this.o.directory.getApplication(account.authId, appId) : null;
+    const answerUrl = app?.settings.enabled ? app.settings.answer_url : null;
+    if (!account || !app || !answerUrl || !this.o.rtpengine || this.stopped) {
+      const leg = this.ua.leg({}, legId);
+      leg.accept(invite);
+      leg.respond(this.stopped ? 503 : 480, this.stopped ? 'Service Unavailable' : 'Temporarily Unavailable', null);
+      this.ua.forget(leg);
+      this.o.log.info({ account: authId, app: appId, why: !app ? 'no application' : !answerUrl ? 'no answer_url' : 'no rtpengine' }, 'application call refused');
+      return;
+    }
+    const sub = app.subAccount ? await this.o.directory.getSubAccount(account.authId, app.subAccount) : null;
+    const from = parseNameAddr(getHeader(invite, 'from') ?? '');
+    const to = parseNameAddr(getHeader(invite, 'to') ?? '');
+    const domain = `${account.authId.toLowerCase()}.${this.o.sipDomain}`;
+    const call = new PlacedCall(
+      this.host(),
+      { account, sub, domain },
+      randomUUID(),
+      { from: from?.uri.user ?? from?.uri.raw ?? '', to: to?.uri.user ?? to?.uri.raw ?? '', callerName: from?.displayName ?? '', direction: 'inbound' },
+      { ring: null, hangup: null },
+      { client: this.o.rtpengine },
+      getHeader(invite, CALL_UUID_HEADER) ?? undefined,
+    );
+    call.placedFrom = { user: from?.uri.user ?? '', shown: from?.uri.user ?? '', endpoint: null, callerId: null };
+    this.calls.set(call.callUuid, call);
+    this.byNgCall.set(call.media.ngCallId, call);
+    await this.o.live.put(call.record(this.o.processId));
+    await call.startInbound(legId, invite);
+    if (call.isGone) return;
+    const st = app.settings;
+    void this.runApp(call, { url: answerUrl, method: st.answer_method }, st.fallback_answer_url ? { url: st.fallback_answer_url, method: st.fallback_method } : null);
+  }
+
   private async runWhenAnswered(call: PlacedCall, req: PlaceCallRequest): Promise<void> {
     if (!(await call.answeredOrFailed())) return;
+    await this.runApp(call, req.answer, req.fallback ?? null);
+  }
+
+  private async runApp(call: PlacedCall, answer: UrlTarget, fallback: UrlTarget | null): Promise<void> {
     let cause: string;
     try {
-      cause = await this.o.run(call, { answer: req.answer, fallback: req.fallback ?? null, params: () => this.params(call) }, this);
+      cause = await this.o.run(call, { answer, fallback, params: () => this.params(call) }, this);
     } catch (err) {
       this.o.log.error({ call: call.callUuid, err }, 'voice application failed');
       cause = 'APPLICATION_ERROR';

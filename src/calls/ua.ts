@@ -65,7 +65,7 @@ const rid = (): string => `${randomBytes(6).toString('hex')}${(++counter).toStri
 /** One dialog of a placed call. */
 export class SipLeg {
   readonly id: string;
-  readonly callId: string;
+  callId: string;
   readonly localTag = rid();
   state: LegState = 'idle';
   remoteTag: string | null = null;
@@ -82,6 +82,8 @@ export class SipLeg {
   private routes: string[] = [];
   private readonly pending = new Map<string, (res: SipResponse) => void>();
   private cancelled = false;
+  /** An INVITE this leg answers (a call to an application: the leg is the UAS). */
+  private incoming: SipRequest | null = null;
 
   constructor(
     private readonly ua: UserAgent,
@@ -109,9 +111,48 @@ export class SipLeg {
     this.send(this.request('INVITE', this.requestUri, this.inviteCseq, this.inviteBranch, [...extra, { name: 'content-type', value: 'application/sdp' }], Buffer.from(o.sdp)));
   }
 
+  /**
+   * Takes an INVITE as its UAS (a call to an application, docs/calls.md "Inbound"): the
+   * dialog's route set is the Record-Route as received, the remote target its Contact.
+   */
+  accept(invite: SipRequest): void {
+    this.incoming = invite;
+    this.callId = getHeader(invite, 'call-id') ?? this.callId;
+    this.remoteTag = tagOf(getHeader(invite, 'from'));
+    this.to = getHeader(invite, 'from') ?? '';
+    this.from = `${getHeader(invite, 'to') ?? ''};tag=${this.localTag}`;
+    this.remoteTarget = parseNameAddr(getListValues(invite, 'contact')[0] ?? '')?.uri.raw ?? null;
+    this.requestUri = this.remoteTarget ?? invite.uri;
+    this.routes = getListValues(invite, 'record-route');
+    this.remoteSdp = invite.body.length > 0 ? invite.body.toString('utf8') : null;
+    const cseq = parseCSeq(getHeader(invite, 'cseq') ?? '');
+    this.inviteCseq = cseq?.seq ?? 1;
+    this.state = 'early';
+  }
+
+  /** Answers the INVITE it took: a provisional (180, 183 with SDP) or the 200 (SDP). */
+  respond(status: number, reason: string, sdp: string | null): void {
+    const invite = this.incoming;
+    if (!invite || this.state === 'confirmed' || this.state === 'terminated') return;
+    const headers: Array<[string, string]> = [['Server', this.ua.host.agent]];
+    for (const rr of getListValues(invite, 'record-route')) headers.push(['Record-Route', rr]);
+    if (status > 100) headers.push(['Contact', this.contact()]);
+    if (sdp) headers.push(['Content-Type', 'application/sdp']);
+    this.ua.send(buildResponse(invite, status, reason, { toTag: this.localTag, headers, body: sdp ? Buffer.from(sdp) : undefined }), this.flow);
+    if (status >= 200 && status < 300) {
+      this.localSdp = sdp ?? '';
+      this.state = 'confirmed';
+    } else if (status >= 300) this.state = 'terminated';
+  }
+
   /** CANCEL before an answer (the INVITE then fails with 487). */
   cancel(): void {
     if (this.state !== 'calling' && this.state !== 'early') return;
+    if (this.incoming) {
+      // Ours to refuse: the caller's INVITE gets 480 (the application ended it first).
+      this.respond(480, 'Temporarily Unavailable', null);
+      return;
+    }
     this.cancelled = true;
     const req = this.request('CANCEL', this.requestUri, this.inviteCseq, this.inviteBranch, [], Buffer.alloc(0), { noToTag: true });
     this.send(req);
@@ -217,6 +258,15 @@ export class SipLeg {
     switch (req.method) {
       case 'ACK':
         return;
+      case 'CANCEL': {
+        // §9.2: the CANCEL is answered 200, the INVITE 487 (when still unanswered).
+        reply(200, 'OK');
+        if (this.incoming && this.state === 'early') {
+          this.respond(487, 'Request Terminated', null);
+          this.events.onFailed?.(487, 'Request Terminated', null);
+        }
+        return;
+      }
       case 'BYE': {
         reply(200, 'OK');
         if (this.state === 'terminated') return;
@@ -331,9 +381,14 @@ export function byeFor(d: DialogSnapshot, host: UaHost, cause: string): Buffer {
   return serializeMessage({ kind: 'request', method: 'BYE', uri: d.remoteTarget ?? d.requestUri, headers, body: Buffer.alloc(0) });
 }
 
+/** Leg ids of calls to applications start with this (the proxy names the internal flow). */
+export const INBOUND_LEG = 'in-';
+
 /** The legs of this process, and the internal flows they use. */
 export class UserAgent {
   private readonly legs = new Map<string, SipLeg>();
+  /** A new INVITE for an application (its leg id, the request): the service takes it. */
+  onInvite: ((legId: string, invite: SipRequest) => void) | null = null;
 
   constructor(
     readonly host: UaHost,
@@ -380,6 +435,11 @@ export class UserAgent {
       return true;
     }
     const msg = parsed.msg;
+    // A call the proxy routed to an application this edge runs (docs/calls.md "Inbound").
+    if (msg.kind === 'request' && msg.method === 'INVITE' && id.startsWith(INBOUND_LEG) && tagOf(getHeader(msg, 'to')) === null && this.onInvite) {
+      this.onInvite(id, msg);
+      return true;
+    }
     if (msg.kind === 'request' && msg.method !== 'ACK') {
       this.log.debug({ method: msg.method, leg: id }, 'request for a leg that is gone: 481');
       this.send(buildResponse(msg, 481, 'Call/Transaction Does Not Exist', { toTag: rid(), headers: [['Server', this.host.agent]] }), this.flowOf(id));

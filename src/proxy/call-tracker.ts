@@ -58,6 +58,8 @@ export interface CallInfo {
    * call_uuid as bridge_uuid.
    */
   origin?: OriginRecord;
+  /** A call to an application the edge runs itself: only its Hangup callback is sent (answer_url is fetched for XML). */
+  runsApp?: boolean;
 }
 
 /** A MESSAGE an endpoint sent through the edge, as its final response left. */
@@ -131,7 +133,8 @@ export class CallTracker {
   started(info: CallInfo): TrackedCall {
     const callUuid = info.origin?.callUuid ?? randomUUID();
     const ready = (async (): Promise<CallStart | null> => {
-      const callbacks = info.origin ? info.origin.callbacks : await this.callbacksOf(info.endpoint, info.authId, info.subAccount, info.appId ?? null);
+      let callbacks = info.origin ? info.origin.callbacks : await this.callbacksOf(info.endpoint, info.authId, info.subAccount, info.appId ?? null);
+      if (info.runsApp) callbacks = { answer: null, hangup: callbacks.hangup };
       const start: CallStart = {
         callUuid,
         authId: info.authId,

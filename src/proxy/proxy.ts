@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { RequestAuthenticator } from '../auth/authenticator.js';
-import { destinationOf, isInternalFlow, type Destination } from '../core/destination.js';
+import { destinationOf, INTERNAL_FLOW_PREFIX, isInternalFlow, type Destination } from '../core/destination.js';
 import type { IncomingRequest } from '../core/incoming.js';
 import type { InviteServerTransaction } from '../core/invite-server-transaction.js';
 import type { RequestProcessor } from '../core/request-processor.js';
@@ -33,7 +33,7 @@ import type { TrunkView } from '../trunks/lookup.js';
 import type { NumberRoute } from '../numbers/lookup.js';
 import type { CallCharge, CallCharging } from '../billing/calls.js';
 import { NO_OP_USER } from './response-context.js';
-import { HANGUP_CAUSE_HEADER, type OriginatedCall } from '../routing/origin.js';
+import { CALL_UUID_HEADER, HANGUP_CAUSE_HEADER, type OriginatedCall } from '../routing/origin.js';
 import { isAsleep, redactContact } from '../push/params.js';
 
 export interface ProxyOptions {
@@ -83,6 +83,11 @@ export interface ProxyOptions {
    * process can send on an internal flow). Null = not one of its calls (403).
    */
   originated?: (ctx: IncomingRequest) => OriginatedCall | null;
+  /**
+   * The edge runs applications itself (calls/: answer_url XML on rtpengine): a call to an
+   * application goes to it over an internal flow when APP_SERVER_URI is not set.
+   */
+  runsApplications?: boolean;
   log: Logger;
 }
 
@@ -97,7 +102,7 @@ const DEFAULT_MAX_FORWARDS = 70;
 /** Timer C (RFC 3261 §16.6 step 11) for in-dialog INVITEs: more than 3 minutes. */
 const TIMER_C_MS = 181_000;
 /** Headers a client must not assert itself; the edge sets them on legs to gateways and app servers. */
-const ASSERTED = ['p-asserted-identity', 'x-account-id', 'x-application-id'];
+const ASSERTED = ['p-asserted-identity', 'x-account-id', 'x-application-id', CALL_UUID_HEADER];
 const WARN_AGENT = 'sip-edge';
 
 /** A routable target after lookups. */
@@ -559,6 +564,8 @@ export class SipProxy implements RequestProcessor {
     if (req.method === 'INVITE') await this.admit(caller.account, ctx.callId, [caller.carrier?.trunk, target.kind === 'trunk' ? target.trunk : undefined]);
     if (info) {
       info.context = target.kind;
+      // The application's XML is run here: its answer_url is fetched, not sent Ring/StartApp.
+      if (target.kind === 'app' && !this.appServer && this.opts.runsApplications) info.runsApp = true;
       if (charge) info.charge = charge;
       if (target.kind === 'trunk') {
         // The carrier is the gateway that answers (set then); none for a call no gateway answered.
@@ -651,6 +658,8 @@ export class SipProxy implements RequestProcessor {
       // RFC 3325 §5: identity is asserted to trusted hops only (gateway, app server); never taken from a client.
       for (const h of ASSERTED) removeHeaders(fwd, h);
       for (const [n, v] of leg.extra) fwd.headers.push({ name: n, value: v });
+      // The application runtime's leg takes the call's uuid (its CallUUID is the CDR's).
+      if (isInternalFlow(leg.dest) && call) fwd.headers.push({ name: CALL_UUID_HEADER, value: call.callUuid });
       // RFC 3327 §5.2: the Path of the binding becomes the Route towards it.
       if (leg.path) prependHeaders(fwd, 'route', getListValuesOf(leg.path));
       const g = leg.gateway;
@@ -888,6 +897,18 @@ export class SipProxy implements RequestProcessor {
         extra: [
           ['p-asserted-identity', asserted],
           ['x-account-id', caller.account.authId],
+        ],
+      });
+    } else if (!this.appServer && this.opts.runsApplications) {
+      // The edge's own application runtime (docs/calls.md "Inbound"): an internal flow of this process.
+      const connId = `${INTERNAL_FLOW_PREFIX}in-${randomBytes(8).toString('hex')}`;
+      legs.push({
+        uri: `sip:${target.appId}@${caller.domain}`,
+        dest: { transport: 'tcp', address: '127.0.0.1', port: 0, connId, node: this.opts.relayFlows ? this.opts.nodeId : null },
+        path: null,
+        extra: [
+          ['x-account-id', target.authId],
+          ['x-application-id', target.appId],
         ],
       });
     } else {

@@ -10,6 +10,9 @@ import type { AccountRecord, EndpointRecord, SubAccountRecord } from '../store/d
 /** The header by which the edge's own user agent names the hangup cause of a BYE it sends (kept only from internal flows). */
 export const HANGUP_CAUSE_HEADER = 'x-sipedge-hangup-cause';
 
+/** The header carrying the call's uuid to the application runtime's leg (internal flows only). */
+export const CALL_UUID_HEADER = 'x-sipedge-call-uuid';
+
 /** The record a placed leg gets: its call_uuid, the API request's callbacks, the A leg's call_uuid as bridge_uuid. */
 export interface OriginRecord {
   callUuid: string;

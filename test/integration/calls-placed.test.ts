@@ -12,7 +12,7 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
@@ -25,6 +25,8 @@ import { freePort } from '../support/ports.mjs';
 import { runSipp, type SippRun } from '../support/sipp.js';
 import { until } from '../support/wait.js';
 import { wavDurationMs } from '../../src/voicexml/tts.js';
+
+const ADMIN = 'calls-placed-admin-token-0123456789';
 
 /** A UDP socket standing for a phone's media address: the arrival time of every RTP packet. */
 async function rtpSink(): Promise<{ port: number; times: number[]; socket: Socket }> {
@@ -69,7 +71,10 @@ describe('calls placed by the API run their application on rtpengine', () => {
       if (doc) res.writeHead(200, { 'content-type': 'application/xml' }).end(doc);
       else res.writeHead(200).end('ok');
     });
+    writeFileSync(join(dir, 'numbers.csv'), 'e164,country,region,number_type,setup_fee,monthly_fee,currency,provider\n+918040000101,IN,Karnataka,landline,1.00,2.00,USD,test\n');
     edge = await startEdge({
+      NUMBER_INVENTORY_FILE: join(dir, 'numbers.csv'),
+      ADMIN_AUTH_TOKEN: ADMIN,
       RTPENGINE_NG: engine.id,
       CALLS_DTMF_LISTEN: `127.0.0.1:${dtmfPort}`,
       CALLS_MEDIA_DIR: join(dir, 'media'),
@@ -232,6 +237,63 @@ describe('calls placed by the API run their application on rtpengine', () => {
     sink.socket.close();
   }, 60_000);
 
+  it('a call from the phone network to a number routed to an application: answered here, its XML spoken, then a BYE', async () => {
+    const credit = await fetch(`${edge.base}/api/v1/admin/accounts/${account.authId}/credit`, {
+      method: 'POST',
+      headers: { 'x-admin-token': ADMIN, 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: '20.00', currency: 'USD', description: 'test funds' }),
+    });
+    expect(credit.status).toBeLessThan(300);
+    const ok = async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
+      const r = await edge.api(account, method, path, body);
+      expect(r.status, `${method} ${path}: ${JSON.stringify(r.json)}`).toBeLessThan(300);
+      return r.json;
+    };
+    const number = '+918040000101';
+    docs.set('/inbound', '<Response><Speak>Welcome to the sales line</Speak><Hangup/></Response>');
+    const appId = String((await ok('POST', `${base()}/Application/`, { app_name: 'sales-ivr', answer_url: url('/inbound'), hangup_url: url('/inbound-hangup') })).app_id);
+    await ok('POST', `${base()}/numbers/purchase-from-inventory`, { e164: number });
+    await ok('POST', `${base()}/numbers/${encodeURIComponent(number)}/application`, { application_id: appId });
+    const trunk = String((await ok('POST', `${base()}/trunks`, { name: 'carrier-in', trunk_type: 'INBOUND' })).trunk_id);
+    await ok('POST', `${base()}/ip-acl`, { trunk_id: trunk, ip_address: '127.0.0.9/32' });
+    const sink = await rtpSink();
+    const pstn = await runSipp({
+      scenario: 'carrier-uac-app.xml',
+      port: edge.server.ports.udp as number,
+      transport: 'udp',
+      users: [{ user: 'carrier', domain: 'carrier.example', password: 'x' }],
+      calls: 1,
+      localIp: '127.0.0.9',
+      keys: { dialled: number, sink_port: sink.port },
+      traceMessages: true,
+      timeoutMs: 30_000,
+    });
+    sink.socket.close();
+    expect(pstn.errors).toBe('');
+    expect(pstn.successful).toBe(1);
+    // The application's answer_url was fetched for the call (not sent a StartApp callback).
+    const answer = app.requests.find((q) => q.url.startsWith('/inbound') && !q.url.startsWith('/inbound-hangup'));
+    const params = new URLSearchParams(answer?.body ?? '');
+    expect(params.get('Direction')).toBe('inbound');
+    expect(params.get('From')).toBe('+14155550123');
+    expect(params.get('Event')).not.toBe('StartApp_callback');
+    expect(app.requests.filter((q) => q.url.startsWith('/inbound') && !q.url.startsWith('/inbound-hangup'))).toHaveLength(1);
+    const welcomeMs = await speechMs('Welcome to the sales line');
+    const heard = (sink.times[sink.times.length - 1] as number) - (sink.times[0] as number);
+    console.info(`application call: speech ${welcomeMs} ms, RTP at the carrier for ${heard} ms`);
+    expect(heard).toBeGreaterThan(welcomeMs * 0.8);
+    expect(heard).toBeLessThan(welcomeMs * 1.2);
+    const callUuid = params.get('CallUUID');
+    const hangup = await until('the Hangup callback', async () => app.requests.find((q) => q.url.startsWith('/inbound-hangup')), 10_000);
+    expect(new URLSearchParams(hangup.body).get('CallUUID')).toBe(callUuid);
+    const cdr = await until(
+      'the CDR',
+      async () => ((await edge.api(account, 'GET', `${base()}/CDR/`)).json.objects as Array<Record<string, unknown>>).find((c) => c.call_uuid === callUuid),
+      10_000,
+    );
+    expect(cdr).toMatchObject({ call_status: 'answered', call_direction: 'inbound', context: 'app', hangup_cause: 'NORMAL_CLEARING' });
+  }, 60_000);
+
   it('IVR: Gather hears RFC 4733 digit 2 from the phone, the action URL Dials a second endpoint, the legs are bridged through rtpengine', async () => {
     const first = await edge.newEndpoint(account, 'ivrcaller');
     const second = await edge.newEndpoint(account, 'ivrsecond');
@@ -306,6 +368,17 @@ describe('calls placed by the API run their application on rtpengine', () => {
     expect(legs.some((c) => String(c.to_number).includes(second.username))).toBe(true);
   }, 90_000);
 });
+
+/** How long flite's WOMAN voice (slt) says `text`, ms (the server renders the same). */
+async function speechMs(text: string): Promise<number> {
+  const d = mkdtempSync(join(tmpdir(), 'sip-edge-speech-'));
+  try {
+    execFileSync('flite', ['-voice', 'slt', '-t', text, '-o', join(d, 's.wav')]);
+    return await wavDurationMs(join(d, 's.wav'));
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+}
 
 /** 1 s of a 440 Hz tone, 8 kHz 16-bit mono WAV. */
 function toneWav(ms: number): Buffer {
