@@ -281,7 +281,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     retryDelay: (n) => nextAttemptDelay(n, retryDelaysMs),
     leaseMs: config.callbackLease * 1000,
     deliver: (item, secret) =>
-      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard, timeoutMs: config.callbackTimeout * 1000 }),
+      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard, timeoutMs: config.callbackTimeout * 1000, signatureHeader: item.signatureHeader }),
     onAttempt: (event, outcome) => metrics.callbackAttempt(event, outcome),
     onDead: (event) => metrics.callbackDead(event),
   });
