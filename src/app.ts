@@ -58,6 +58,7 @@ import { createKyc } from './kyc/index.js';
 import { createRouting } from './routing/index.js';
 import { createPush } from './push/index.js';
 import { pushOf } from './push/params.js';
+import { createMessaging } from './messaging/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -285,6 +286,17 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     onAttempt: (event, outcome) => metrics.callbackAttempt(event, outcome),
     onDead: (event) => metrics.callbackDead(event),
   });
+  // Messaging (docs/messaging.md): its events go out on the callback outbox; every node runs a send worker.
+  // The SIP channel's SipMessenger (SIP MESSAGE through the proxy) and the proxy's call of
+  // messaging.fromEndpoint for MESSAGEs to `sip:channel-<id>@<domain>` are wired here at merge.
+  const messaging = createMessaging({
+    config,
+    redis,
+    secretBox,
+    outbox: calls,
+    onQueued: () => dispatcher.wake(),
+    log: log.child({ component: 'messaging' }),
+  });
   const callTracker = new CallTracker({
     store: calls,
     directory,
@@ -474,6 +486,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           numbers,
           trunks,
           kyc,
+          messaging,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -486,6 +499,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       }
       fleet?.start();
       dispatcher.start();
+      messaging.start();
       // The expiry sweep on Redis (the embedded store runs its own): lapsed bindings are
       // reported as `expired` within about a second (docs/events.md "Expiry sweep").
       if (redis && config.eventLog) {
@@ -500,6 +514,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     async stop() {
       if (sweeper) clearInterval(sweeper);
       await dispatcher.stop();
+      await messaging.stop();
       billing.charging.stop();
       numbers.stop();
       kyc.stop();
@@ -525,6 +540,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await credentials.close();
       await directory.close();
       await trunks.close();
+      await messaging.close();
       await events?.stop();
       if (redis) {
         try {

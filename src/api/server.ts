@@ -47,6 +47,8 @@ import { registerKycRoutes, registerKycSessionRoutes } from './kyc.js';
 import { createKyc, type Kyc } from '../kyc/index.js';
 import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
+import { createMessaging, type Messaging } from '../messaging/index.js';
+import { registerMessagingRoutes } from './messaging.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -72,6 +74,11 @@ export interface ApiServerDeps {
   trunks?: Trunks;
   /** Sub-account KYC (docs/kyc.md); one of its own (on `redis` when given) when absent. */
   kyc?: Kyc;
+  /**
+   * Messaging (docs/messaging.md); when absent, one of its own (on `redis` when given,
+   * its events on `calls`' outbox) whose send worker runs until the server closes.
+   */
+  messaging?: Messaging;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -121,7 +128,7 @@ function accepts(accept: string | undefined, types: readonly string[]): boolean 
  * caller who knows only an Auth ID therefore cannot spend that account's quota;
  * requests without credentials count against their address.
  */
-function rateLimitKey(req: FastifyRequest): string {
+export function rateLimitKey(req: FastifyRequest): string {
   const id = headerValue(req, 'x-auth-id');
   const token = headerValue(req, 'x-auth-token');
   const digest = (s: string): string => createHash('sha256').update(s).digest('base64url').slice(0, 32);
@@ -208,13 +215,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : partsAjv).compile(schema));
 
   const billing = deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null });
-  const trunks =
-    deps.trunks ??
-    createTrunks({
-      config: deps.config,
-      redis: deps.redis ?? null,
-      secretBox: createSecretBox(deps.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') }))),
-    });
+  const secretBox = createSecretBox(deps.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
+  const trunks = deps.trunks ?? createTrunks({ config: deps.config, redis: deps.redis ?? null, secretBox });
   let numbers = deps.numbers;
   if (!numbers) {
     numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, trunks, log });
@@ -222,6 +224,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   }
   const calls = deps.calls ?? new MemoryCallStore();
   const kyc = deps.kyc ?? createKyc({ config: deps.config, redis: deps.redis ?? null, directory: deps.directory, outbox: calls, log });
+  let messaging = deps.messaging;
+  if (!messaging) {
+    const own = createMessaging({ config: deps.config, redis: deps.redis ?? null, secretBox, outbox: calls, log: log.child({ component: 'messaging' }) });
+    own.start();
+    app.addHook('onClose', async () => own.close());
+    messaging = own;
+  }
   const ctx: ApiContext = {
     config: deps.config,
     log,
@@ -233,6 +242,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     numbers,
     trunks,
     kyc,
+    messaging,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -356,5 +366,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerTrunkRoutes(app, ctx);
   registerKycRoutes(app, ctx);
   registerKycSessionRoutes(app, ctx);
+  await registerMessagingRoutes(app, ctx, messaging, rateLimitKey);
   return app;
 }

@@ -28,6 +28,8 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   kyc: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   // Push (RFC 8599, docs/push.md): the registrar, proxy and API use it; it sends through its own clients.
   push: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
+  // Messaging (docs/messaging.md): reaches SIP only through the SipMessenger app.ts hands it.
+  messaging: ['transport', 'core', 'registrar', 'proxy', 'routing', 'fleet', 'calls', 'api'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);
