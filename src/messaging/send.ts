@@ -221,8 +221,11 @@ export class SendWorker {
   #ticking = false;
   #again = false;
   #stopped = false;
+  #started = false;
   #inFlight = 0;
   readonly #running = new Set<Promise<void>>();
+  /** Messages this node is attempting now (a lease that ran out under a slow attempt does not start a second one here). */
+  readonly #mine = new Set<string>();
 
   constructor(o: SendWorkerOptions) {
     this.#o = { pollMs: 250, leaseMs: 30_000, concurrency: 32, ...o };
@@ -230,12 +233,14 @@ export class SendWorker {
 
   start(): void {
     if (this.#timer || this.#stopped) return;
+    this.#started = true;
     this.#timer = setInterval(() => this.wake(), this.#o.pollMs);
     this.#timer.unref();
   }
 
+  /** Look at the queue now (a no-op until started: a node that does not run the worker leaves sends to those that do). */
   wake(): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.#started) return;
     if (this.#ticking) {
       this.#again = true;
       return;
@@ -273,10 +278,14 @@ export class SendWorker {
       return;
     }
     for (const q of due) {
+      const key = `${q.authId} ${q.messageId}`;
+      if (this.#mine.has(key)) continue;
+      this.#mine.add(key);
       this.#inFlight++;
       const p = this.#attempt(q)
         .catch((err: unknown) => this.#o.log.warn({ messageId: q.messageId, err: err instanceof Error ? err.message : String(err) }, 'messaging: send attempt failed; retried when its lease ends'))
         .finally(() => {
+          this.#mine.delete(key);
           this.#inFlight--;
           this.#running.delete(p);
         });
