@@ -201,7 +201,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
       // The hosted KYC page's token is a credential (docs/kyc.md "KYC sessions"): not logged.
-      { method: req.method, url: req.url.replace(/^\/kyc\/s\/[^/?]+/, '/kyc/s/[token]'), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      // Nor is Meta's hub.verify_token (WHATSAPP_VERIFY_TOKEN) in the query of its handshake (docs/messaging.md).
+      { method: req.method, url: req.url.replace(/^\/kyc\/s\/[^/?]+/, '/kyc/s/[token]').replace(/([?&]hub\.verify_token=)[^&]*/g, '$1[redacted]'), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
       'request',
     );
   });

@@ -429,6 +429,11 @@ describe.each(STORE_KINDS)('messaging API on %s', (kind) => {
     expect((await req('GET', `/v1/messaging/webhooks/${wid}`)).status).toBe(404);
   });
 
+  it('no access token, app secret or verify token in any log line (after every test above)', () => {
+    expect(logs).toContain('hub.verify_token=[redacted]');
+    for (const secret of [ACCESS_TOKEN, 'EAAG-rotated-token-0000', APP_SECRET, VERIFY_TOKEN]) expect(logs).not.toContain(secret);
+  });
+
   it('a sip channel: send to an endpoint as SIP MESSAGE from sip:channel-<id>@<domain>; its reply becomes an inbound message and fires message.inbound', async () => {
     await req('POST', `/api/v1/Account/${a.id}/SigningSecret/`);
     const url = `https://127.0.0.1:${receiver.port}/sip/${a.id}`;
