@@ -399,7 +399,9 @@ describe.each(STORE_KINDS)('messaging API on %s', (kind) => {
   });
 
   it('webhooks: create, list, get, test, delete; message.inbound and message.status delivered signed with X-Webhook-Signature', async () => {
+    // The account's callback signing secret (given at account creation; this replaces it).
     const secret = String((await req('POST', `/api/v1/Account/${a.id}/SigningSecret/`)).json.callback_signing_secret);
+    expect(await h.calls.signingSecret(a.sipDomain)).toBe(secret);
     const url = `https://127.0.0.1:${receiver.port}/hooks/${a.id}`;
     const created = await req('POST', '/v1/messaging/webhooks', { url, events: ['message.inbound', 'message.status'], description: 'crm' });
     expect(created.status, created.text).toBe(201);
