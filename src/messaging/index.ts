@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import { createLogger, type Logger } from '../logger.js';
 import type { SecretBox } from '../security/secret-box.js';
 import type { RedisClient } from '../store/redis/client.js';
+import { accountSipDomain } from '../store/directory/directory.js';
 import type { MessageRecord, MessagingStore, ChannelRecord } from '../store/messaging/messaging.js';
 import { MemoryMessagingStore } from '../store/messaging/memory.js';
 import { RedisMessagingStore } from '../store/messaging/redis.js';
@@ -79,7 +80,7 @@ export interface Messaging extends SipInbound {
   close(): Promise<void>;
 }
 
-/** The account domain → the event params every messaging event carries. */
+/** The parameters of a message.inbound / message.status event (form-encoded by the outbox). */
 function eventParams(m: MessageRecord): Record<string, string> {
   const p: Record<string, string> = {
     MessageId: m.id,
@@ -113,7 +114,7 @@ export function createMessaging(d: MessagingDeps): Messaging {
   let sip: SipMessenger | null = d.sip ?? null;
 
   // Events are signed as the account's callbacks: its SIP domain names its signing secret.
-  const domainOf = (authId: string): string => `${authId.toLowerCase()}.${d.config.sipDomain}`;
+  const domainOf = (authId: string): string => accountSipDomain(authId, d.config.sipDomain);
   const emit = async (m: MessageRecord, event: 'message.inbound' | 'message.status'): Promise<void> => {
     try {
       await subscriptions.emit(m.authId, domainOf(m.authId), event, eventParams(m));
