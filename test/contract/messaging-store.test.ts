@@ -11,6 +11,7 @@ import { MemoryMessagingStore } from '../../src/store/messaging/memory.js';
 import { RedisMessagingStore } from '../../src/store/messaging/redis.js';
 import type { ChannelRecord, MessageRecord, MessagingStore } from '../../src/store/messaging/messaging.js';
 import { redisBackends } from '../support/redis-backends.js';
+import { RedisRateLimiter } from '../../src/messaging/rate-limit.js';
 
 const rb = redisBackends();
 
@@ -157,5 +158,24 @@ describe.each(kinds)('messaging store contract on $name', (kind) => {
     await s.finishSend({ authId: 'MA1', messageId: 'm1' });
     await s.finishSend({ authId: 'MA1', messageId: 'm2' });
     expect(await s.claimSends(100_000, 10, 10_000)).toEqual([]);
+  });
+});
+
+describe('the messaging rate limiter on a Redis Cluster', () => {
+  it('one script over the three windows of a key (one hash slot): the sixth request of five a minute is refused, shared by two clients', async () => {
+    await rb.flushCluster();
+    const windows = [
+      { name: 'minute', ms: 60_000, limit: 5 },
+      { name: 'hour', ms: 3_600_000, limit: 100 },
+      { name: 'day', ms: 86_400_000, limit: 1000 },
+    ];
+    const [one, two] = [new RedisRateLimiter(rb.connectCluster(), windows), new RedisRateLimiter(rb.connectCluster(), windows)];
+    const t = Date.UTC(2026, 0, 1, 10, 0, 0);
+    const verdicts = [];
+    for (let i = 0; i < 5; i++) verdicts.push(await (i % 2 === 0 ? one : two).hit('key:abc', t + i));
+    expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, true, true]);
+    expect(verdicts[4]).toMatchObject({ limit: 5, remaining: 0, window: { name: 'minute' } });
+    expect(await two.hit('key:abc', t + 30_000)).toMatchObject({ allowed: false, resetS: 30 });
+    expect((await one.hit('key:other', t + 30_000)).allowed).toBe(true);
   });
 });

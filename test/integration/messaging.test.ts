@@ -457,6 +457,9 @@ describe.each(STORE_KINDS)('messaging API on %s', (kind) => {
     expect((await message(String(off.json.id))).error).toMatchObject({ code: 'sip_480' });
     expect(await messaging.fromEndpoint(a.sipDomain, 'alice', address, 'Hi back')).toMatchObject({ status: 200 });
     expect((await messaging.fromEndpoint('other.sip.test', 'alice', address, 'x')).status).toBe(404);
+    expect((await messaging.fromEndpoint(a.sipDomain, 'alice', `sip:channel-ch_00000000000000000000@${a.sipDomain}`, 'x')).status).toBe(404);
+    expect((await messaging.fromEndpoint(a.sipDomain, 'alice', address, '{}', 'application/json')).status).toBe(415);
+    expect((await messaging.fromEndpoint(a.sipDomain, 'alice', address, Buffer.alloc(5000, 97), 'text/plain')).status).toBe(413);
     const convs = (await req('GET', '/v1/messaging/conversations')).json.objects as Array<{ id: string; contact: string }>;
     const alice = convs.find((x) => x.contact === 'alice');
     const msgs = (await req('GET', `/v1/messaging/conversations/${alice?.id}`)).json.messages as Array<{ direction: string; text: { body: string } }>;
