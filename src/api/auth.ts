@@ -49,6 +49,8 @@ declare module 'fastify' {
     html?: boolean;
     /** The route answers `text/csv` (a CSV export): `Accept: text/csv` is allowed too. */
     csv?: boolean;
+    /** A provider calls the route (Meta's WhatsApp webhook): any Accept header is taken. */
+    anyAccept?: boolean;
   }
 }
 

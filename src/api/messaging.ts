@@ -349,7 +349,7 @@ export async function registerMessagingRoutes(app: FastifyInstance, ctx: ApiCont
     meta.removeContentTypeParser('application/json');
     meta.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: 1024 * 1024 }, (_req, body, done) => done(null, body));
     const hook = `${base}/webhooks/whatsapp`;
-    const metaConfig = { access: 'public' as const, rateLimit: false as const };
+    const metaConfig = { access: 'public' as const, rateLimit: false as const, anyAccept: true };
     meta.get(hook, { config: metaConfig }, async (req, reply) => {
       const challenge = m.verifyWhatsApp(queryObject(req));
       if (challenge === null) throw new ApiError(403, 'forbidden', 'hub.mode or hub.verify_token is wrong.');

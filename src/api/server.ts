@@ -326,7 +326,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     };
     const guard = async (req: FastifyRequest): Promise<void> => {
       const accept = headerValue(req, 'accept') ?? undefined;
-      if (!route.config?.html && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
+      if (!route.config?.html && !route.config?.anyAccept && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
