@@ -61,6 +61,7 @@ import { pushOf } from './push/params.js';
 import { createCalls, type Calls } from './calls/index.js';
 import { isInternalFlow } from './core/destination.js';
 import { FLEET_DEAD_AFTER_MS } from './fleet/registry.js';
+import { createMessaging } from './messaging/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -298,9 +299,20 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     retryDelay: (n) => nextAttemptDelay(n, retryDelaysMs),
     leaseMs: config.callbackLease * 1000,
     deliver: (item, secret) =>
-      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard, timeoutMs: config.callbackTimeout * 1000 }),
+      deliverCallback({ url: item.url, method: item.method, params: item.params, secret, callbackId: item.id, allowed: callbackGuard, timeoutMs: config.callbackTimeout * 1000, signatureHeader: item.signatureHeader }),
     onAttempt: (event, outcome) => metrics.callbackAttempt(event, outcome),
     onDead: (event) => metrics.callbackDead(event),
+  });
+  // Messaging (docs/messaging.md): its events go out on the callback outbox; every node runs a send worker.
+  // The SIP channel's SipMessenger (SIP MESSAGE through the proxy) and the proxy's call of
+  // messaging.fromEndpoint for MESSAGEs to `sip:channel-<id>@<domain>` are wired here at merge.
+  const messaging = createMessaging({
+    config,
+    redis,
+    secretBox,
+    outbox: calls,
+    onQueued: () => dispatcher.wake(),
+    log: log.child({ component: 'messaging' }),
   });
   const callTracker = new CallTracker({
     store: calls,
@@ -519,6 +531,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           trunks,
           kyc,
           callControl: placed.service,
+          messaging,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -532,6 +545,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       fleet?.start();
       await placed.start();
       dispatcher.start();
+      messaging.start();
       // The expiry sweep on Redis (the embedded store runs its own): lapsed bindings are
       // reported as `expired` within about a second (docs/events.md "Expiry sweep").
       if (redis && config.eventLog) {
@@ -548,6 +562,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       // Calls the platform placed end first (BYE to each leg, cause SERVER_SHUTDOWN).
       await placed.stop();
       await dispatcher.stop();
+      await messaging.stop();
       billing.charging.stop();
       numbers.stop();
       kyc.stop();
@@ -573,6 +588,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await credentials.close();
       await directory.close();
       await trunks.close();
+      await messaging.close();
       await events?.stop();
       if (redis) {
         try {

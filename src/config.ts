@@ -292,6 +292,18 @@ export interface Config {
   /** The secret sent to the KYC provider (Authorization: Bearer); required with KYC_PROVIDER_URL. @default null */
   kycProviderSecret: string | null;
   /**
+   * The WhatsApp Cloud API (docs/messaging.md "Providers"): Meta's Graph API with its
+   * version; tests point it at a local stub. @default 'https://graph.facebook.com/v21.0'
+   */
+  whatsappApiBaseUrl: string;
+  /**
+   * The Meta app secret: `X-Hub-Signature-256` of the WhatsApp webhook is checked with it.
+   * Unset: the webhook's POSTs answer 503 (nothing can be verified). @default null
+   */
+  whatsappAppSecret: string | null;
+  /** The token Meta's webhook verification handshake must present (`hub.verify_token`); unset: 403. @default null */
+  whatsappVerifyToken: string | null;
+  /**
    * Seconds between two runs of the number rental sweep (docs/numbers.md "Rental"); every
    * node runs it, a lease per number and period lets one of them charge. 0 = never.
    * @default 300
@@ -390,6 +402,9 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   numberInventoryFile: null,
   kycProviderUrl: null,
   kycProviderSecret: null,
+  whatsappApiBaseUrl: 'https://graph.facebook.com/v21.0',
+  whatsappAppSecret: null,
+  whatsappVerifyToken: null,
   numberRentalSweepInterval: 300,
 });
 
@@ -482,6 +497,9 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['NUMBER_INVENTORY_FILE', 'numberInventoryFile', optStr],
   ['KYC_PROVIDER_URL', 'kycProviderUrl', httpBaseUrl],
   ['KYC_PROVIDER_SECRET', 'kycProviderSecret', secret(16)],
+  ['WHATSAPP_API_BASE_URL', 'whatsappApiBaseUrl', requiredHttpBaseUrl],
+  ['WHATSAPP_APP_SECRET', 'whatsappAppSecret', secret(16)],
+  ['WHATSAPP_VERIFY_TOKEN', 'whatsappVerifyToken', secret(8)],
   ['NUMBER_RENTAL_SWEEP_INTERVAL', 'numberRentalSweepInterval', secondsOrOff(1, 86400)],
 ];
 
@@ -496,6 +514,11 @@ function httpBaseUrl(v: string, name: string): string | null {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`${name} must be an http(s) URL, got "${v}"`);
   return t;
+}
+function requiredHttpBaseUrl(v: string, name: string): string {
+  const u = httpBaseUrl(v, name);
+  if (u === null) throw new ConfigError(`${name} must be an http(s) URL, got an empty value`);
+  return u.replace(/\/+$/, '');
 }
 function adminToken(v: string, name: string): string {
   const t = v.trim();

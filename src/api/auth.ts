@@ -51,6 +51,8 @@ declare module 'fastify' {
     csv?: boolean;
     /** The route answers audio (a recording's file) whatever the Accept header. */
     audio?: boolean;
+    /** A provider calls the route (Meta's WhatsApp webhook): any Accept header is taken. */
+    anyAccept?: boolean;
   }
 }
 
@@ -146,7 +148,7 @@ export class Authenticator {
     }
     if (access === 'parent') {
       if (principal.kind === 'partner') throw forbidden("A partner token cannot drive a customer's resources; use the customer's own credentials.");
-      if (principal.kind === 'subaccount') throw forbidden("Sub-account credentials cannot call KYC operations; use the parent account's.");
+      if (principal.kind === 'subaccount') throw forbidden("Sub-account credentials cannot call this operation (KYC, messaging); use the parent account's.");
       if (!principal.account.enabled) throw forbidden('The account is disabled.');
       return;
     }

@@ -19,6 +19,7 @@ import type { Numbers } from '../numbers/index.js';
 import type { Trunks } from '../trunks/index.js';
 import type { Kyc } from '../kyc/index.js';
 import type { CallControl } from '../calls/control.js';
+import type { Messaging } from '../messaging/index.js';
 
 /** Dependencies and shared services of the route modules. */
 export interface ApiContext {
@@ -37,6 +38,8 @@ export interface ApiContext {
   trunks: Trunks;
   /** Sub-account KYC: verifications, test mode, the calls block (docs/kyc.md). */
   kyc: Kyc;
+  /** Channels, send, conversations, event subscriptions (docs/messaging.md). */
+  messaging: Messaging;
   auth: Authenticator;
   idempotency: Idempotency;
   /** The writes behind endpoint create/update/delete and the sub-account cascade. */

@@ -49,6 +49,8 @@ import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
 import type { CallControl } from '../calls/control.js';
 import { registerCallRoutes } from './calls.js';
+import { createMessaging, type Messaging } from '../messaging/index.js';
+import { registerMessagingRoutes } from './messaging.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -74,6 +76,11 @@ export interface ApiServerDeps {
   trunks?: Trunks;
   /** Sub-account KYC (docs/kyc.md); one of its own (on `redis` when given) when absent. */
   kyc?: Kyc;
+  /**
+   * Messaging (docs/messaging.md); when absent, one of its own (on `redis` when given,
+   * its events on `calls`' outbox) whose send worker runs until the server closes.
+   */
+  messaging?: Messaging;
   /** Wakes the registration event streams (docs/events.md); one of its own when absent (this process's events only). */
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
@@ -125,7 +132,7 @@ function accepts(accept: string | undefined, types: readonly string[]): boolean 
  * caller who knows only an Auth ID therefore cannot spend that account's quota;
  * requests without credentials count against their address.
  */
-function rateLimitKey(req: FastifyRequest): string {
+export function rateLimitKey(req: FastifyRequest): string {
   const id = headerValue(req, 'x-auth-id');
   const token = headerValue(req, 'x-auth-token');
   const digest = (s: string): string => createHash('sha256').update(s).digest('base64url').slice(0, 32);
@@ -198,7 +205,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
       // The hosted KYC page's token is a credential (docs/kyc.md "KYC sessions"): not logged.
-      { method: req.method, url: req.url.replace(/^\/kyc\/s\/[^/?]+/, '/kyc/s/[token]'), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      // Nor is Meta's hub.verify_token (WHATSAPP_VERIFY_TOKEN) in the query of its handshake (docs/messaging.md).
+      { method: req.method, url: req.url.replace(/^\/kyc\/s\/[^/?]+/, '/kyc/s/[token]').replace(/([?&]hub\.verify_token=)[^&]*/g, '$1[redacted]'), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
       'request',
     );
   });
@@ -212,13 +220,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : partsAjv).compile(schema));
 
   const billing = deps.billing ?? createBilling({ config: deps.config, redis: deps.redis ?? null });
-  const trunks =
-    deps.trunks ??
-    createTrunks({
-      config: deps.config,
-      redis: deps.redis ?? null,
-      secretBox: createSecretBox(deps.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') }))),
-    });
+  const secretBox = createSecretBox(deps.config.dataEncryptionKeys.map((k) => ({ kid: k.kid, key: Buffer.from(k.key, 'base64') })));
+  const trunks = deps.trunks ?? createTrunks({ config: deps.config, redis: deps.redis ?? null, secretBox });
   let numbers = deps.numbers;
   if (!numbers) {
     numbers = createNumbers({ config: deps.config, redis: deps.redis ?? null, ledger: billing.ledger, directory: deps.directory, trunks, log });
@@ -226,6 +229,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   }
   const calls = deps.calls ?? new MemoryCallStore();
   const kyc = deps.kyc ?? createKyc({ config: deps.config, redis: deps.redis ?? null, directory: deps.directory, outbox: calls, log });
+  let messaging = deps.messaging;
+  if (!messaging) {
+    const own = createMessaging({ config: deps.config, redis: deps.redis ?? null, secretBox, outbox: calls, log: log.child({ component: 'messaging' }) });
+    own.start();
+    app.addHook('onClose', async () => own.close());
+    messaging = own;
+  }
   const ctx: ApiContext = {
     config: deps.config,
     log,
@@ -237,6 +247,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     numbers,
     trunks,
     kyc,
+    messaging,
     auth: new Authenticator(deps.directory, deps.config.partners, deps.config.nonceSecret),
     idempotency: new Idempotency(deps.directory),
     provisioning: new EndpointProvisioning({
@@ -320,7 +331,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     };
     const guard = async (req: FastifyRequest): Promise<void> => {
       const accept = headerValue(req, 'accept') ?? undefined;
-      if (!route.config?.html && !route.config?.audio && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
+      if (!route.config?.html && !route.config?.audio && !route.config?.anyAccept && !acceptsJson(accept) && !(route.config?.eventStream && wantsEventStream(accept)) && !(route.config?.csv && acceptsCsv(accept))) {
         throw new ApiError(406, 'not_acceptable', 'This API answers with application/json; the Accept header does not allow it.');
       }
       if (access === 'public') return;
@@ -362,5 +373,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerKycRoutes(app, ctx);
   registerKycSessionRoutes(app, ctx);
   registerCallRoutes(app, ctx);
+  await registerMessagingRoutes(app, ctx, messaging, rateLimitKey);
   return app;
 }

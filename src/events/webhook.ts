@@ -43,6 +43,8 @@ export interface CallbackRequest {
    * trusts a private CA through NODE_EXTRA_CA_CERTS; tests set it.
    */
   ca?: string | Buffer | Array<string | Buffer>;
+  /** Also send the signature under this header name (`x-webhook-signature`); the value is the same. */
+  signatureHeader?: string;
 }
 
 /**
@@ -180,6 +182,8 @@ export function deliverCallback(req: CallbackRequest): Promise<DeliveryOutcome> 
     [SIGNATURE_HEADER]: signCallback(req.secret, timestamp, signed),
     connection: 'close',
   };
+  const extra = req.signatureHeader?.toLowerCase();
+  if (extra !== undefined && /^x-[a-z0-9-]{1,60}$/.test(extra)) headers[extra] = headers[SIGNATURE_HEADER] as string;
   if (req.method === 'POST') {
     headers['content-type'] = 'application/x-www-form-urlencoded';
     headers['content-length'] = String(Buffer.byteLength(body));

@@ -26,6 +26,7 @@ import { createSecretBox, type SecretBox } from '../../src/security/secret-box.j
 import { startRedis, type RedisServerHandle } from './redis-server.mjs';
 import { createTrunks, type TrunksDeps } from '../../src/trunks/index.js';
 import type { CallControl } from '../../src/calls/control.js';
+import type { Messaging } from '../../src/messaging/index.js';
 
 export type StoreKind = 'memory' | 'redis';
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];
@@ -136,6 +137,7 @@ export async function stopRedisServer(): Promise<void> {
  * @param extra.secretBox the box sealing signing secrets (else one from the config's DATA_ENCRYPTION_KEY).
  * @param extra.trunkDeps the trunks capability's optional dependencies (calls up on a trunk, numbers routed to it).
  * @param extra.callControl the B2BUA behind the Calls API (a test's fake); none: the Calls routes answer 503.
+ * @param extra.messaging builds the messaging capability from the harness's stores (else the server builds its own).
  */
 export async function startHarness(
   kind: StoreKind,
@@ -147,6 +149,7 @@ export async function startHarness(
     calls?: CallStore;
     trunkDeps?: Pick<TrunksDeps, 'activeCalls' | 'numbersUsing'>;
     callControl?: CallControl | null;
+    messaging?: (d: { config: Readonly<Config>; redis: Redis | null; calls: CallStore; secretBox: SecretBox }) => Messaging;
   } = {},
 ): Promise<Harness> {
   const config = testConfig(over);
@@ -186,6 +189,7 @@ export async function startHarness(
     ...(extra.calls ? { calls: extra.calls } : {}),
     trunks: createTrunks({ config, redis, secretBox, ...extra.trunkDeps }),
     callControl: extra.callControl ?? null,
+    ...(extra.messaging ? { messaging: extra.messaging({ config, redis, calls, secretBox }) } : {}),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();

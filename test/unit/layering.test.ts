@@ -30,6 +30,8 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   push: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   // Application documents (docs/voicexml.md): calls/ runs them through a port; they never reach SIP or the store.
   voicexml: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet', 'store', 'calls'],
+  // Messaging (docs/messaging.md): reaches SIP only through the SipMessenger app.ts hands it.
+  messaging: ['transport', 'core', 'registrar', 'proxy', 'routing', 'fleet', 'calls', 'api'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);

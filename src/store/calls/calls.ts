@@ -128,6 +128,11 @@ export interface OutboxItem {
   /** Where to go once every attempt on `url` failed (answer_url → fallback_answer_url). */
   fallback: { url: string; method: 'GET' | 'POST' } | null;
   createdAt: number;
+  /**
+   * Another header the signature is sent in as well (the messaging webhooks':
+   * `x-webhook-signature`, docs/messaging.md "Webhooks"); absent: only x-sipedge-signature.
+   */
+  signatureHeader?: string;
 }
 
 /** A callback that was given up on. */
