@@ -47,6 +47,8 @@ import { registerKycRoutes, registerKycSessionRoutes } from './kyc.js';
 import { createKyc, type Kyc } from '../kyc/index.js';
 import { createTrunks, type Trunks } from '../trunks/index.js';
 import { createSecretBox } from '../security/secret-box.js';
+import type { MessagingCatalog } from '../messaging/catalog/index.js';
+import { registerMessagingCatalogRoutes } from './messaging-catalog.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -76,6 +78,8 @@ export interface ApiServerDeps {
   eventHub?: RegistrationEventHub;
   /** Metrics registry, draining state and latency hook of the probe routes (`/metrics`, `/readyz`). */
   ops?: OperatorHooks;
+  /** Messaging contacts, templates, canned responses, numbers, calls, campaigns (docs/messaging-catalog.md); routes absent without it. */
+  messagingCatalog?: MessagingCatalog;
 }
 
 /** A route as registered: method and URL pattern (the OpenAPI test compares these). */
@@ -356,5 +360,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerTrunkRoutes(app, ctx);
   registerKycRoutes(app, ctx);
   registerKycSessionRoutes(app, ctx);
+  if (deps.messagingCatalog) registerMessagingCatalogRoutes(app, ctx, deps.messagingCatalog);
   return app;
 }

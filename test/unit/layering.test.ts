@@ -28,6 +28,8 @@ const FORBIDDEN: Record<string, readonly string[]> = {
   kyc: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
   // Push (RFC 8599, docs/push.md): the registrar, proxy and API use it; it sends through its own clients.
   push: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet'],
+  // Messaging (docs/messaging-catalog.md): beside the phone network, never in its signalling path.
+  messaging: ['transport', 'core', 'registrar', 'proxy', 'api', 'routing', 'fleet', 'calls'],
 };
 /** sip/ is the vocabulary: itself, and of the base files only these. */
 const SIP_BASE_ALLOWED = new Set(['errors.ts']);
