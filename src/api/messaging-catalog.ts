@@ -16,6 +16,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingAsyncHook
 import { forbidden, ApiError, badRequest, notFound } from './errors.js';
 import { bodyObject, customerOf, pageOf, queryObject, validationDetails, type ApiContext } from './context.js';
 import { headerValue } from './auth.js';
+import { E164_PROBLEM, normalizeE164 } from '../numbers/e164.js';
 import {
   CatalogError,
   type CallRequestRecord,
@@ -231,10 +232,13 @@ export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiCon
   const B = MESSAGING_BASE;
   const owner = (req: FastifyRequest): string => customerOf(req).subAccount?.authId ?? customerOf(req).account.authId;
   const idOf = (req: FastifyRequest): string => String((req.params as Record<string, unknown>).id ?? '');
-  const checked = (req: FastifyRequest): Record<string, unknown> => {
+  /** The validated body; `e164` names fields that must hold a phone number, so one 400 names every bad field. */
+  const checked = (req: FastifyRequest, e164: readonly string[] = []): Record<string, unknown> => {
     const details = validationDetails(req, FIXED);
+    const body = bodyObject(req);
+    for (const f of e164) if (typeof body[f] === 'string' && !(f in details) && normalizeE164(body[f]) === null) details[f] = E164_PROBLEM;
     if (Object.keys(details).length > 0) throw badRequest(details);
-    return bodyObject(req);
+    return body;
   };
   const creating = (operation: string, make: (req: FastifyRequest) => Promise<Record<string, unknown>>) =>
     async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
@@ -259,7 +263,7 @@ export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiCon
     attributes: typeof b.attributes === 'object' && b.attributes !== null ? (b.attributes as Record<string, string>) : undefined,
   });
   app.post(`${B}/contacts`, { ...opts, schema: { body: contactCreate }, attachValidation: true }, creating('contact.create', async (req) =>
-    contactBody(await catalog.createContact(owner(req), contactInput(checked(req))))));
+    contactBody(await catalog.createContact(owner(req), contactInput(checked(req, ['phone']))))));
   app.get(`${B}/contacts`, { ...opts, schema: { querystring: listQuery } }, async (req) => {
     const q = queryObject(req);
     return page(req, await catalog.listContacts(owner(req), { tag: s(q, 'tag'), search: s(q, 'search') }), contactBody);
@@ -268,7 +272,7 @@ export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiCon
   app.put(`${B}/contacts/:id`, { ...opts, schema: { params: idParams, body: contactUpdate }, attachValidation: true }, async (req) => {
     const o = owner(req);
     await run(() => catalog.getContact(o, idOf(req)));
-    const c = await run(() => catalog.updateContact(o, idOf(req), contactInput(checked(req))));
+    const c = await run(() => catalog.updateContact(o, idOf(req), contactInput(checked(req, ['phone']))));
     return { api_id: req.id, message: 'changed', ...contactBody(c) };
   });
   app.delete(`${B}/contacts/:id`, { ...opts, schema: { params: idParams } }, async (req, reply) => {
@@ -336,7 +340,7 @@ export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiCon
 
   // ---- numbers ----
   app.post(`${B}/numbers`, { ...opts, schema: { body: numberCreate }, attachValidation: true }, creating('number.create', async (req) => {
-    const b = checked(req);
+    const b = checked(req, ['phone_number']);
     const n = await catalog.createNumber(owner(req), { channelId: b.channel_id as string, phoneNumber: b.phone_number as string, phoneNumberId: s(b, 'phone_number_id'), displayName: s(b, 'display_name') });
     return numberBody(n);
   }));
@@ -349,7 +353,7 @@ export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiCon
 
   // ---- calls (recorded, not placed: docs/messaging-catalog.md "Calls") ----
   app.post(`${B}/calls`, { ...opts, schema: { body: callCreate }, attachValidation: true }, creating('call.create', async (req) => {
-    const b = checked(req);
+    const b = checked(req, ['to']);
     const action = b.action === 'connect' ? 'connect' : 'permission_request';
     return callBody(await catalog.createCall(owner(req), { channelId: b.channel_id as string, to: b.to as string, action }));
   }));

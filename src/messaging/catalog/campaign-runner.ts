@@ -129,6 +129,9 @@ export class CampaignRunner {
     let issued = 0;
     let lastRenew = t0;
     let lastCheck = t0;
+    let rescanned = false;
+    /** When this runner last had recipients left to consider. */
+    let endedAt = t0;
     const tick = this.#settings.runnerTickMs;
     const maxInFlight = Math.max(10, campaign.rate * 2);
 
@@ -153,11 +156,30 @@ export class CampaignRunner {
             await Promise.race(inFlight);
             continue;
           }
+          const p = await store.progress(id);
+          if (p.sent + p.failed + p.unconfirmed < total) {
+            if (!rescanned) {
+              // The stored cursor is the highest claimed index: lower recipients may be
+              // unclaimed (another runner ran ahead, then died). One pass from the start
+              // claims them; the claimed ones are skipped.
+              rescanned = true;
+              cursor = 0;
+              continue;
+            }
+            if (p.inFlight > 0 && Date.now() - endedAt < this.#settings.runnerLeaseMs) {
+              // Sends of another runner that overlapped this one: wait for their outcomes.
+              await new Promise((r) => setTimeout(r, tick * 5));
+              continue;
+            }
+            // Their runner is gone: the crash rule (unconfirmed, never re-sent).
+            await store.markUnconfirmed(id);
+          }
           const done: CampaignRecord = { ...campaign, status: 'completed', completedAt: new Date().toISOString(), updatedAt: new Date().toISOString() };
           await store.updateCampaign(done, ['running']);
           this.#log.info({ campaignId: id }, 'campaign completed');
           return;
         }
+        endedAt = Date.now();
         // Pace: the n-th send of this run at t0 + n / rate; no burst beyond one tick.
         let budget = Math.min(Math.floor(((Date.now() - t0) * campaign.rate) / 1000) - issued, maxInFlight - inFlight.size);
         while (budget > 0 && cursor < total && !this.#stopping) {
