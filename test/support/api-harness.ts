@@ -25,6 +25,7 @@ import { sealSigningSecrets } from '../../src/events/signing-secrets.js';
 import { createSecretBox, type SecretBox } from '../../src/security/secret-box.js';
 import { startRedis, type RedisServerHandle } from './redis-server.mjs';
 import { createTrunks, type TrunksDeps } from '../../src/trunks/index.js';
+import type { MessagingCatalog } from '../../src/messaging/catalog/index.js';
 
 export type StoreKind = 'memory' | 'redis';
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];
@@ -134,11 +135,12 @@ export async function stopRedisServer(): Promise<void> {
  * @param extra.calls the call store the API reads CDRs from, instead of the harness's own.
  * @param extra.secretBox the box sealing signing secrets (else one from the config's DATA_ENCRYPTION_KEY).
  * @param extra.trunkDeps the trunks capability's optional dependencies (calls up on a trunk, numbers routed to it).
+ * @param extra.messagingCatalog the messaging catalog whose routes the server registers (none without it).
  */
 export async function startHarness(
   kind: StoreKind,
   over: Partial<Config> = {},
-  extra: { logger?: Logger; secretBox?: SecretBox; redisUrl?: string; calls?: CallStore; trunkDeps?: Pick<TrunksDeps, 'activeCalls' | 'numbersUsing'> } = {},
+  extra: { logger?: Logger; secretBox?: SecretBox; redisUrl?: string; calls?: CallStore; trunkDeps?: Pick<TrunksDeps, 'activeCalls' | 'numbersUsing'>; messagingCatalog?: MessagingCatalog } = {},
 ): Promise<Harness> {
   const config = testConfig(over);
   let location: LocationStore;
@@ -176,6 +178,7 @@ export async function startHarness(
     onEndpointRemoved: (aor) => removed.push(aor),
     ...(extra.calls ? { calls: extra.calls } : {}),
     trunks: createTrunks({ config, redis, secretBox, ...extra.trunkDeps }),
+    ...(extra.messagingCatalog ? { messagingCatalog: extra.messagingCatalog } : {}),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();
