@@ -197,6 +197,8 @@ describe.each(['memory', 'redis'] as const)('messaging catalog API on %s', (kind
     expect((await request(node, 'GET', '/v1/messaging/contacts', null)).status).toBe(401);
     expect((await request(node, 'GET', '/v1/messaging/contacts', { id: a.id, token: 'wrong-token-000000' })).status).toBe(401);
     expect((await request(node, 'GET', '/v1/messaging/contacts', { id: PARTNER.authId, token: PARTNER.authToken })).status).toBe(403);
+    expect((await upload(node, { id: a.id, token: 'wrong-token-000000' }, 'phone\n+12125550100\n')).status).toBe(401);
+    expect((await request(node, 'GET', '/v1/messaging/campaigns', null)).status).toBe(401);
     const c = await request(node, 'POST', '/v1/messaging/contacts', a, { phone: phone(900_001), name: 'Zed' });
     expect(c.status, c.text).toBe(201);
     const b = await newAccount(node);
