@@ -62,6 +62,7 @@ import { createCalls, type Calls } from './calls/index.js';
 import { isInternalFlow } from './core/destination.js';
 import { FLEET_DEAD_AFTER_MS } from './fleet/registry.js';
 import { createMessaging } from './messaging/index.js';
+import { createMessagingCatalog } from './messaging/catalog/index.js';
 
 export const SERVER_NAME = 'sip-edge/0.1';
 
@@ -314,6 +315,28 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     onQueued: () => dispatcher.wake(),
     log: log.child({ component: 'messaging' }),
   });
+  // Contacts, templates, campaigns (docs/messaging-catalog.md): campaigns send through messaging,
+  // templates go to the WhatsApp channel's business account with its token.
+  const catalog = createMessagingCatalog({
+    config,
+    redis,
+    log,
+    settings: { whatsappApiBaseUrl: config.whatsappApiBaseUrl },
+    channels: {
+      whatsapp: async (owner, channelId) => {
+        const c = await messaging.channels.get(owner, channelId).catch(() => null);
+        if (!c || c.type !== 'whatsapp' || !c.wabaId || !c.phoneNumberId) return null;
+        const token = messaging.channels.accessToken(c);
+        return token ? { wabaId: c.wabaId, phoneNumberId: c.phoneNumberId, accessToken: token } : null;
+      },
+    },
+    sender: {
+      send: async (owner, req) => {
+        const m = await messaging.send({ authId: owner }, { channelId: req.channelId, to: req.to, type: 'template', template: req.template as never, campaignId: req.campaignId, idempotencyKey: req.idempotencyKey });
+        return { id: m.id, status: m.status };
+      },
+    },
+  });
   const callTracker = new CallTracker({
     store: calls,
     directory,
@@ -532,6 +555,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
           kyc,
           callControl: placed.service,
           messaging,
+          messagingCatalog: catalog,
           ops: {
             registry: metrics.registry,
             draining: () => hardening.draining,
@@ -546,6 +570,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       await placed.start();
       dispatcher.start();
       messaging.start();
+      await catalog.start();
       // The expiry sweep on Redis (the embedded store runs its own): lapsed bindings are
       // reported as `expired` within about a second (docs/events.md "Expiry sweep").
       if (redis && config.eventLog) {
@@ -562,6 +587,7 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
       // Calls the platform placed end first (BYE to each leg, cause SERVER_SHUTDOWN).
       await placed.stop();
       await dispatcher.stop();
+      await catalog.stop();
       await messaging.stop();
       billing.charging.stop();
       numbers.stop();

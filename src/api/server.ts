@@ -51,6 +51,8 @@ import type { CallControl } from '../calls/control.js';
 import { registerCallRoutes } from './calls.js';
 import { createMessaging, type Messaging } from '../messaging/index.js';
 import { registerMessagingRoutes } from './messaging.js';
+import type { MessagingCatalog } from '../messaging/catalog/index.js';
+import { registerMessagingCatalogRoutes } from './messaging-catalog.js';
 
 /** What the API server is built from. */
 export interface ApiServerDeps {
@@ -87,6 +89,8 @@ export interface ApiServerDeps {
   ops?: OperatorHooks;
   /** The B2BUA behind the Calls API (src/calls/control.ts); absent or null: the Calls routes answer 503. */
   callControl?: CallControl | null;
+  /** Messaging contacts, templates, canned responses, numbers, calls, campaigns (docs/messaging-catalog.md); routes absent without it. */
+  messagingCatalog?: MessagingCatalog;
 }
 
 /** A route as registered: method and URL pattern (the OpenAPI test compares these). */
@@ -373,6 +377,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerKycRoutes(app, ctx);
   registerKycSessionRoutes(app, ctx);
   registerCallRoutes(app, ctx);
-  await registerMessagingRoutes(app, ctx, messaging, rateLimitKey);
+  await registerMessagingRoutes(app, ctx, messaging, rateLimitKey, { numbers: !deps.messagingCatalog });
+  if (deps.messagingCatalog) registerMessagingCatalogRoutes(app, ctx, deps.messagingCatalog);
   return app;
 }

@@ -5,7 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHarness, type Harness } from '../support/api-harness.js';
+import { startHarness, testConfig, type Harness } from '../support/api-harness.js';
+import { createMessagingCatalog } from '../../src/messaging/catalog/index.js';
+import { createLogger } from '../../src/logger.js';
 
 const YAML = readFileSync(fileURLToPath(new URL('../../docs/openapi.yaml', import.meta.url)), 'utf8');
 
@@ -59,7 +61,15 @@ describe('docs/openapi.yaml', () => {
   let h: Harness;
   beforeAll(async () => {
     // With an operator token: without one, the admin routes answer 404 exactly like a route that does not exist.
-    h = await startHarness('memory', { adminAuthToken: 'openapi-test-admin-token-0123' });
+    // With a messaging catalog: its routes are registered only when the server is given one.
+    const messagingCatalog = createMessagingCatalog({
+      config: testConfig(),
+      redis: null,
+      log: createLogger('silent'),
+      channels: { whatsapp: async () => null },
+      sender: { send: async () => ({ id: 'm', status: 'pending' }) },
+    });
+    h = await startHarness('memory', { adminAuthToken: 'openapi-test-admin-token-0123' }, { messagingCatalog });
   });
   afterAll(async () => {
     await h.close();

@@ -27,6 +27,7 @@ import { startRedis, type RedisServerHandle } from './redis-server.mjs';
 import { createTrunks, type TrunksDeps } from '../../src/trunks/index.js';
 import type { CallControl } from '../../src/calls/control.js';
 import type { Messaging } from '../../src/messaging/index.js';
+import type { MessagingCatalog } from '../../src/messaging/catalog/index.js';
 
 export type StoreKind = 'memory' | 'redis';
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis'];
@@ -138,6 +139,7 @@ export async function stopRedisServer(): Promise<void> {
  * @param extra.trunkDeps the trunks capability's optional dependencies (calls up on a trunk, numbers routed to it).
  * @param extra.callControl the B2BUA behind the Calls API (a test's fake); none: the Calls routes answer 503.
  * @param extra.messaging builds the messaging capability from the harness's stores (else the server builds its own).
+ * @param extra.messagingCatalog the messaging catalog whose routes the server registers (none without it).
  */
 export async function startHarness(
   kind: StoreKind,
@@ -150,6 +152,7 @@ export async function startHarness(
     trunkDeps?: Pick<TrunksDeps, 'activeCalls' | 'numbersUsing'>;
     callControl?: CallControl | null;
     messaging?: (d: { config: Readonly<Config>; redis: Redis | null; calls: CallStore; secretBox: SecretBox }) => Messaging;
+    messagingCatalog?: MessagingCatalog;
   } = {},
 ): Promise<Harness> {
   const config = testConfig(over);
@@ -190,6 +193,7 @@ export async function startHarness(
     trunks: createTrunks({ config, redis, secretBox, ...extra.trunkDeps }),
     callControl: extra.callControl ?? null,
     ...(extra.messaging ? { messaging: extra.messaging({ config, redis, calls, secretBox }) } : {}),
+    ...(extra.messagingCatalog ? { messagingCatalog: extra.messagingCatalog } : {}),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();
