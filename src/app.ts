@@ -305,8 +305,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     onDead: (event) => metrics.callbackDead(event),
   });
   // Messaging (docs/messaging.md): its events go out on the callback outbox; every node runs a send worker.
-  // The SIP channel's SipMessenger (SIP MESSAGE through the proxy) and the proxy's call of
-  // messaging.fromEndpoint for MESSAGEs to `sip:channel-<id>@<domain>` are wired here at merge.
+  // The sip channel's MESSAGEs leave through the B2BUA's user agent (setSipMessenger below); the
+  // proxy hands MESSAGEs to `sip:channel-<id>@<domain>` to messaging.fromEndpoint (channelMessage).
   const messaging = createMessaging({
     config,
     redis,
@@ -415,6 +415,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     originated: (ctx) => placed.service.originated(ctx.callId),
     // Calls to applications run here (answer_url XML on rtpengine) unless APP_SERVER_URI takes them.
     runsApplications: rtpengine !== null,
+    // An endpoint's MESSAGE to a messaging channel's address becomes an inbound message (docs/messaging.md).
+    channelMessage: async (m) => (await messaging.fromEndpoint(m.domain, m.from, m.to, m.body, m.contentType ?? undefined)).status,
     log: log.child({ component: 'proxy' }),
   });
   // Calls placed by the Calls API (docs/calls.md): a B2BUA whose legs go through the proxy above.
@@ -439,6 +441,8 @@ export function createApp(config: Readonly<Config>, log: Logger): App {
     guard: callbackGuard,
     log: log.child({ component: 'b2bua' }),
   });
+  // The messaging API's sip channel sends its MESSAGEs through the proxy, as the B2BUA's user agent.
+  messaging.setSipMessenger({ send: (domain, fromUri, toAor, contentType, body) => placed.service.sendMessage(domain, fromUri, toAor, contentType, body) });
   const router = new SipRouter({
     layer,
     processor: proxy,

@@ -255,6 +255,26 @@ export class CallService implements CallControl {
     return st;
   }
 
+  // --- SIP MESSAGE for the messaging API's sip channel ------------------------------------
+
+  /** Sends a MESSAGE from a channel's address to an endpoint's AOR through the proxy; its final status. */
+  async sendMessage(domain: string, fromUri: string, toAor: string, contentType: string, body: string): Promise<{ status: number }> {
+    const parent = accountOfDomain(domain, this.o.sipDomain);
+    const account = parent ? await this.o.directory.getAccount(parent) : null;
+    if (!account) return { status: 404 };
+    const user = parseUri(fromUri)?.user ?? 'channel';
+    const status = await this.ua.message({
+      from: fromUri,
+      to: toAor,
+      contentType,
+      body,
+      timeoutMs: 32_000,
+      register: (callId) => void this.origins.set(callId, { account, sub: null, endpoint: null, user, callerId: null, record: { callUuid: callId, callbacks: { answer: null, hangup: null }, bridgeUuid: null }, admitted: () => undefined }),
+      forget: (callId) => void this.origins.delete(callId),
+    });
+    return { status };
+  }
+
   // --- fleet ----------------------------------------------------------------------------
 
   /** A digit from rtpengine's DTMF log: to the call here, or to the process that runs it. */

@@ -389,6 +389,47 @@ export class UserAgent {
   private readonly legs = new Map<string, SipLeg>();
   /** A new INVITE for an application (its leg id, the request): the service takes it. */
   onInvite: ((legId: string, invite: SipRequest) => void) | null = null;
+  /** MESSAGEs sent out of dialog, waiting for their final response (by their flow's id). */
+  private readonly messages = new Map<string, (status: number) => void>();
+
+  /**
+   * Sends one MESSAGE (RFC 3428) into the proxy, out of any dialog; resolves with its final
+   * status (408 when none came within `timeoutMs`). `register` is told its Call-ID first (the
+   * proxy asks whom it is sent for).
+   */
+  message(o: { from: string; to: string; contentType: string; body: string; timeoutMs: number; register: (callId: string) => void; forget: (callId: string) => void }): Promise<number> {
+    const id = rid();
+    const callId = `b2b-msg-${id}@${this.host.host}`;
+    o.register(callId);
+    const req: SipRequest = {
+      kind: 'request',
+      method: 'MESSAGE',
+      uri: o.to,
+      headers: [
+        { name: 'via', value: `SIP/2.0/TCP ${this.host.host};branch=${this.branch()}` },
+        { name: 'max-forwards', value: '70' },
+        { name: 'from', value: `<${o.from}>;tag=${rid()}` },
+        { name: 'to', value: `<${o.to}>` },
+        { name: 'call-id', value: callId },
+        { name: 'cseq', value: '1 MESSAGE' },
+        { name: 'user-agent', value: this.host.agent },
+        { name: 'content-type', value: o.contentType },
+      ],
+      body: Buffer.from(o.body),
+    };
+    return new Promise<number>((resolve) => {
+      const t = setTimeout(() => done(408), o.timeoutMs);
+      t.unref();
+      const done = (status: number): void => {
+        clearTimeout(t);
+        this.messages.delete(id);
+        o.forget(callId);
+        resolve(status);
+      };
+      this.messages.set(id, done);
+      this.send(serializeMessage(req), this.flowOf(id));
+    });
+  }
 
   constructor(
     readonly host: UaHost,
@@ -435,6 +476,7 @@ export class UserAgent {
       return true;
     }
     const msg = parsed.msg;
+    if (msg.kind === 'response' && msg.status >= 200) this.messages.get(id)?.(msg.status);
     // A call the proxy routed to an application this edge runs (docs/calls.md "Inbound").
     if (msg.kind === 'request' && msg.method === 'INVITE' && id.startsWith(INBOUND_LEG) && tagOf(getHeader(msg, 'to')) === null && this.onInvite) {
       this.onInvite(id, msg);

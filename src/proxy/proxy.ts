@@ -88,9 +88,14 @@ export interface ProxyOptions {
    * application goes to it over an internal flow when APP_SERVER_URI is not set.
    */
   runsApplications?: boolean;
+  /** An endpoint's MESSAGE to a messaging channel (`sip:channel-<id>@…`): its SIP status (messaging/). */
+  channelMessage?: (m: { domain: string; from: string; to: string; body: Buffer; contentType: string | null }) => Promise<number>;
   log: Logger;
 }
 
+
+/** The address of a messaging channel (docs/messaging.md "SIP channel"). */
+const CHANNEL_URI = /^sips?:channel-[^@]+@/i;
 
 /** Methods accepted out of dialog from endpoints (issue: INVITE, MESSAGE, OPTIONS to a user). */
 const OUT_OF_DIALOG = new Set(['INVITE', 'MESSAGE', 'OPTIONS']);
@@ -482,6 +487,12 @@ export class SipProxy implements RequestProcessor {
     if (isInternalFlow(ctx.flow)) return this.originate(ctx, tx, loop);
     const carrier = this.opts.pstn ? await this.opts.pstn.carrierOf(req, getHeader(req, 'from'), ctx.flow.remoteAddress) : null;
     const caller = carrier ? await this.carrierCaller(ctx, carrier) : await this.authenticate(ctx);
+    // An endpoint's MESSAGE to a messaging channel's address (`sip:channel-<id>@<its domain>`).
+    if (req.method === 'MESSAGE' && caller.endpoint && this.opts.channelMessage && CHANNEL_URI.test(req.uri)) {
+      const status = await this.opts.channelMessage({ domain: caller.domain, from: caller.user, to: req.uri, body: req.body, contentType: getHeader(req, 'content-type') ?? null });
+      tx.respond(status, status < 300 ? 'OK' : status === 404 ? 'Not Found' : status === 415 ? 'Unsupported Media Type' : status === 413 ? 'Request Entity Too Large' : 'Server Internal Error');
+      return;
+    }
     if (req.method === 'MESSAGE' && this.opts.calls) {
       const calls = this.opts.calls;
       // A MESSAGE the edge itself refuses (not registered, policy) is reported as failed too.
@@ -519,10 +530,12 @@ export class SipProxy implements RequestProcessor {
 
   /** An INVITE of the edge's own user agent (calls/): placed for the account it names, recorded as its leg. */
   private async originate(ctx: IncomingRequest, tx: ServerTransaction, loop: string): Promise<void> {
-    const o = ctx.req.method === 'INVITE' ? (this.opts.originated?.(ctx) ?? null) : null;
+    const o = ctx.req.method === 'INVITE' || ctx.req.method === 'MESSAGE' ? (this.opts.originated?.(ctx) ?? null) : null;
     if (!o) throw new SipError(403, 'Forbidden', 'PROXY_NOT_ORIGINATED');
     const domain = `${o.account.authId.toLowerCase()}.${this.opts.sipDomain}`;
     const caller: Caller = { domain, user: o.user, endpoint: o.endpoint, account: o.account, sub: o.sub, origin: o };
+    // A messaging channel's MESSAGE to an endpoint (docs/messaging.md "SIP channel"): no call record.
+    if (ctx.req.method === 'MESSAGE') return this.placeCall(ctx, tx, loop, caller, null);
     const info: CallInfo = {
       domain,
       authId: o.account.authId,
@@ -640,7 +653,7 @@ export class SipProxy implements RequestProcessor {
               },
             }
           : req.method === 'MESSAGE' && calls
-            ? { onFinal: (status) => calls.message(this.messageInfo(ctx, caller), status) }
+            ? { onFinal: (status) => (caller.endpoint ? calls.message(this.messageInfo(ctx, caller), status) : undefined) }
             : undefined,
     });
     tx.onCancel = () => context.cancelByCaller();
