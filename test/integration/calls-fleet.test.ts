@@ -6,6 +6,7 @@
  * it dead: node A then ends each one (a BYE to each phone from its stored dialog, cause
  * NODE_FAILURE in the CDR), and node A lists none — no ghost live calls.
  */
+import { createSocket } from 'node:dgram';
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEdge, type Account, type Edge, type Endpoint } from '../support/edge.js';
@@ -31,8 +32,10 @@ describe('placed calls across two nodes', () => {
     redis = await startRedis();
     engine = await startRtpengine({ rtpPorts: 80 });
     // The application keeps every call up (a long Wait) until someone ends it.
-    app = await startHttpsReceiver({ key: ca.serverKey, cert: ca.serverCert }, (_req, res: ServerResponse) => {
-      res.writeHead(200, { 'content-type': 'application/xml' }).end('<Response><Wait length="120"/></Response>');
+    app = await startHttpsReceiver({ key: ca.serverKey, cert: ca.serverCert }, (req, res: ServerResponse) => {
+      // /transfer: the document a transfer moves the call to; everything else keeps the call up.
+      const doc = req.url.startsWith('/transfer') ? '<Response><Speak>You have been transferred</Speak><Hangup/></Response>' : '<Response><Wait length="120"/></Response>';
+      res.writeHead(200, { 'content-type': 'application/xml' }).end(doc);
     });
     const env = {
       REDIS_URL: redis.url,
@@ -59,12 +62,12 @@ describe('placed calls across two nodes', () => {
   const live = async (e: Edge): Promise<string[]> => ((await e.api(account, 'GET', `${path()}?status=live`)).json.calls as string[]) ?? [];
 
   /** A SIPp phone registered through node B (UDP), answering `calls` calls and waiting for their BYEs. */
-  const phone = async (e: Endpoint, calls: number): Promise<{ run: Promise<SippRun> }> => {
+  const phone = async (e: Endpoint, calls: number, sinkPort?: number): Promise<{ run: Promise<SippRun> }> => {
     const localPort = await freePort();
     const users = [{ user: e.username, domain: account.sipDomain, password: e.password }];
     const reg = await runSipp({ scenario: 'register.xml', port: b.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 });
     expect(reg.code, reg.errors).toBe(0);
-    const sink = await freePort();
+    const sink = sinkPort ?? (await freePort());
     const run = runSipp({
       scenario: 'api-call-uas.xml',
       port: b.server.ports.udp as number,
@@ -107,6 +110,39 @@ describe('placed calls across two nodes', () => {
     await until('no live call on either node', async () => ((await live(a)).length === 0 && (await live(b)).length === 0 ? true : undefined), 5_000);
     const cdr = await until('the CDR', async () => ((await a.api(account, 'GET', `/api/v1/Account/${account.authId}/CDR/`)).json.objects as Array<Record<string, unknown>>).find((c) => c.call_uuid === ids[0]), 10_000);
     expect(cdr.hangup_cause).toBe('API_HANGUP');
+  }, 60_000);
+
+  it('in-call commands through node A for a call node B runs: Speak reaches the phone, a transfer runs new XML that hangs up', async () => {
+    const callee = await a.newEndpoint(account, 'fleetcmd');
+    const caller = await a.newEndpoint(account, 'fleetcmdcaller');
+    const sink = createSocket('udp4');
+    const times: number[] = [];
+    sink.on('message', (m) => {
+      if (m.length >= 12 && m[0] >> 6 === 2) times.push(Date.now());
+    });
+    await new Promise<void>((r) => sink.bind(0, '127.0.0.1', r));
+    const p = await phone(callee, 1, sink.address().port);
+    await b.waitBindings(callee, 1);
+    await place(b, caller, callee);
+    const id = await until('the call in progress on node A', async () => {
+      const l = await live(a);
+      if (l.length !== 1) return undefined;
+      return (await a.api(account, 'GET', `${path()}${l[0]}/?status=live`)).json.call_status === 'in-progress' ? l[0] : undefined;
+    }, 10_000);
+    // The call waits silently: no RTP reaches the phone until the Speak API asks for some.
+    await new Promise((r) => setTimeout(r, 500));
+    const quiet = times.length;
+    const speak = await a.api(account, 'POST', `${path()}${id}/Speak/`, { text: 'This is an announcement from the operator' });
+    expect(speak.status, JSON.stringify(speak.json)).toBe(202);
+    await until('the announcement at the phone', async () => (times.length > quiet + 25 ? true : undefined), 10_000);
+    const t = await a.api(account, 'POST', `${path()}${id}/`, { legs: 'aleg', aleg_url: `https://127.0.0.1:${app.port}/transfer` });
+    expect(t.status, JSON.stringify(t.json)).toBe(202);
+    const run = await p.run;
+    sink.close();
+    expect(run.code, run.errors).toBe(0);
+    expect(app.requests.some((q) => q.url.startsWith('/transfer'))).toBe(true);
+    const cdr = await until('the CDR', async () => ((await a.api(account, 'GET', `/api/v1/Account/${account.authId}/CDR/`)).json.objects as Array<Record<string, unknown>>).find((c) => c.call_uuid === id), 10_000);
+    expect(cdr.hangup_cause).toBe('NORMAL_CLEARING');
   }, 60_000);
 
   it('node B SIGKILLed with 5 live calls: node A ends each (BYE to every phone, NODE_FAILURE) and lists none', async () => {
