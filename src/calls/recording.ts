@@ -134,7 +134,7 @@ export function ulawToLinear(u: number): number {
   const exponent = (x >> 4) & 0x07;
   const mantissa = x & 0x0f;
   const magnitude = (((mantissa << 3) + 0x84) << exponent) - 0x84;
-  return x & 0x80 ? -magnitude : magnitude;
+  return (x & 0x80 ? -magnitude : magnitude) | 0;
 }
 
 /** G.711 A-law byte → 16-bit linear PCM. */
