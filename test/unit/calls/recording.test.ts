@@ -52,7 +52,7 @@ function pcap(records: Array<{ timeMs: number; data: Buffer }>, opts: { linkType
   }
   w32(g, 65535, 16);
   w32(g, opts.linkType ?? 101, 20);
-  const parts = [g];
+  const parts: Buffer[] = [g];
   for (const r of records) {
     const h = Buffer.alloc(16);
     w32(h, Math.floor(r.timeMs / 1000), 0);
