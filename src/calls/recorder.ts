@@ -153,7 +153,11 @@ export class Recorder {
       method: target.method,
       params: {
         Event: 'RecordStop',
+        timestamp: new Date().toISOString(),
+        auth_id: r.subAccount ?? r.authId,
         CallUUID: r.callUuid,
+        From: r.from,
+        To: r.to,
         RecordingID: r.recordingId,
         RecordUrl: url,
         RecordingDuration: String(Math.round(r.durationMs / 1000)),
