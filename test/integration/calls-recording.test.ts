@@ -11,6 +11,8 @@
  *   rtpengine's files are gone from the directory;
  * - `<Record finishOnKey="#" maxLength="20">`: the phone's RFC 4733 # (2 s in) ends it early,
  *   Digits=#;
+ * - the call ends (API DELETE) 1.5 s into a `<Record maxLength="20">`: the 1.5 s recorded
+ *   are stored and the action still gets RecordUrl;
  * - the Record API: `POST …/Call/{uuid}/Record/` with time_limit=2 on a call that Waits →
  *   recording_id and url at once; the callback_url gets the same RecordUrl once it is stored.
  */
@@ -163,7 +165,7 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     expect([f.rate, f.channels, f.bits]).toEqual([8000, 1, 16]);
     expect(ms).toBeGreaterThan(3000 * 0.8);
     expect(ms).toBeLessThan(3000 * 1.2);
-    expect(ms).toBe(reportedMs);
+    expect(Math.round(ms)).toBe(reportedMs);
     // Speech, not silence: SIPp's g711a.pcap is a spoken sentence.
     expect(f.rms).toBeGreaterThan(300);
     expect(f.peak).toBeGreaterThan(3000);
@@ -214,8 +216,34 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     expect(ms).toBeGreaterThan(1000);
     expect(ms).toBeLessThan(3500);
     const f = wavFigures(Buffer.from(await (await get(p.get('RecordUrl') as string)).arrayBuffer()));
-    expect((f.samples * 1000) / f.rate).toBe(ms);
+    expect(Math.round((f.samples * 1000) / f.rate)).toBe(ms);
     expect(f.rms).toBeGreaterThan(300);
+  }, 60_000);
+
+  it('the call ends during <Record>: what was recorded is stored and still goes to the action', async () => {
+    const callee = await edge.newEndpoint(account, 'reccallee4');
+    const caller = await edge.newEndpoint(account, 'reccaller4');
+    const sink = await rtpSink();
+    docs.set('/answer4', `<Response><Record maxLength="20" finishOnKey="none" playBeep="false" action="${url('/rec4')}"/></Response>`);
+    const ring = await phone(callee, 'api-call-uas-record.xml', sink.port);
+    await place(callee, caller, '/answer4');
+    const answer = await until('the answer_url request', async () => app.requests.find((q) => q.url.startsWith('/answer4')), 15_000);
+    const callUuid = new URLSearchParams(answer.body).get('CallUUID') as string;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await edge.api(account, 'DELETE', `${base()}/Call/${callUuid}/`)).status).toBe(204);
+    const action = await until('the Record action', async () => app.requests.find((q) => q.url.startsWith('/rec4')), 10_000);
+    const p = new URLSearchParams(action.body);
+    const ms = Number(p.get('RecordingDurationMs'));
+    console.info(`Record ended by the call's end 1.5 s after answer_url: ${ms} ms`);
+    expect(ms).toBeGreaterThan(1000);
+    expect(ms).toBeLessThan(2500);
+    const f = wavFigures(Buffer.from(await (await get(p.get('RecordUrl') as string)).arrayBuffer()));
+    expect(Math.round((f.samples * 1000) / f.rate)).toBe(ms);
+    expect(f.heard).toBeGreaterThan(0.8);
+    const run = await ring.run;
+    sink.socket.close();
+    dump(run);
+    expect(run.code, run.errors).toBe(0);
   }, 60_000);
 
   it('the Record API: time_limit=2 on a waiting call; recording_id and url at once, the callback once stored', async () => {
