@@ -30,11 +30,15 @@ import { freePort } from '../support/ports.mjs';
 import { runSipp, type SippRun } from '../support/sipp.js';
 import { until } from '../support/wait.js';
 
-/** A UDP socket standing for a phone's media address (what rtpengine sends the phone is dropped). */
-async function rtpSink(): Promise<{ port: number; socket: Socket }> {
+/** A UDP socket standing for a phone's media address: the arrival time of every RTP packet rtpengine sends the phone. */
+async function rtpSink(): Promise<{ port: number; times: number[]; socket: Socket }> {
   const socket = createSocket('udp4');
+  const times: number[] = [];
+  socket.on('message', (m) => {
+    if (m.length >= 12 && m[0]! >> 6 === 2 && !(m[1]! >= 200 && m[1]! <= 204)) times.push(Date.now());
+  });
   await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
-  return { port: socket.address().port, socket };
+  return { port: socket.address().port, times, socket };
 }
 
 /**
@@ -126,6 +130,15 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     expect(r.status, JSON.stringify(r.json)).toBe(201);
   };
 
+  /** The NG commands rtpengine got for a placed call after its offer/answer, in order. */
+  const commandsOf = (callUuid: string): string[] =>
+    engine
+      .log()
+      .split('\n')
+      .filter((l) => l.includes(`[b2b-${callUuid}]`))
+      .map((l) => /Received command '([^']+)'/.exec(l)?.[1])
+      .filter((c): c is string => c !== undefined && c !== 'offer' && c !== 'answer');
+
   const dump = (run: SippRun): void => {
     if (run.code !== 0) console.log(edge.server.output().split('\n').filter((l) => !/registrar|REGISTER/.test(l)).slice(-60).join('\n'));
   };
@@ -185,6 +198,11 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     const other = await edge.newAccount();
     expect((await get(`/api/v1/Account/${other.authId}/Recording/${recordingId}.wav`, other)).status).toBe(404);
 
+    // The beep (playBeep defaults to true) was played to the phone, then the recording started.
+    // (Its RTP goes to where the phone sends from — rtpengine learns that — not to the SDP's sink.)
+    expect(commandsOf(callUuid)).toEqual(['play media', 'start recording', 'stop recording', 'delete']);
+    expect(readdirSync(join(dir, 'media', 'tones'))).toEqual(['beep-1000hz-300ms.wav']);
+    expect(edge.server.output()).not.toMatch(/recording failed|recording not stored|wrote no pcap/);
     // rtpengine's pcap and metadata files were read and removed.
     expect(readdirSync(join(recDir, 'pcaps')).filter((n) => n.includes(callUuid))).toEqual([]);
     expect(readdirSync(join(recDir, 'metadata')).filter((n) => n.includes(callUuid))).toEqual([]);
@@ -240,6 +258,9 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     const f = wavFigures(Buffer.from(await (await get(p.get('RecordUrl') as string)).arrayBuffer()));
     expect(Math.round((f.samples * 1000) / f.rate)).toBe(ms);
     expect(f.heard).toBeGreaterThan(0.8);
+    // playBeep="false": nothing played; the call's end (its rtpengine delete) closed the recording.
+    expect(commandsOf(callUuid)[0]).toBe('start recording');
+    expect(commandsOf(callUuid)).not.toContain('play media');
     const run = await ring.run;
     sink.socket.close();
     dump(run);
