@@ -14,7 +14,9 @@
  * - the call ends (API DELETE) 1.5 s into a `<Record maxLength="20">`: the 1.5 s recorded
  *   are stored and the action still gets RecordUrl;
  * - the Record API: `POST …/Call/{uuid}/Record/` with time_limit=2 on a call that Waits →
- *   recording_id and url at once; the callback_url gets the same RecordUrl once it is stored.
+ *   recording_id and url at once; the callback_url gets the same RecordUrl once it is stored;
+ * - two nodes on one Redis: the Record API on node A for a call node B runs (a fleet
+ *   notice), the recording stored in Redis by B, served by A.
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -26,6 +28,7 @@ import { startEdge, type Account, type Edge, type Endpoint } from '../support/ed
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.js';
 import { makeTestCa, type TestCa } from '../support/test-ca.js';
 import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
+import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { freePort } from '../support/ports.mjs';
 import { runSipp, type SippRun } from '../support/sipp.js';
 import { until } from '../support/wait.js';
@@ -299,5 +302,88 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     sink.socket.close();
     dump(run);
     expect(run.code, run.errors).toBe(0);
+  }, 60_000);
+});
+
+describe('recording across two nodes (one Redis, one rtpengine and recording directory)', () => {
+  let ca: TestCa;
+  let redis: RedisServerHandle;
+  let engine: RtpengineHandle;
+  let app: HttpsReceiver;
+  let a: Edge;
+  let b: Edge;
+  let account: Account;
+  let dir: string;
+
+  beforeAll(async () => {
+    ca = makeTestCa();
+    dir = mkdtempSync(join(tmpdir(), 'sip-edge-rec-fleet-'));
+    const recDir = join(dir, 'recordings');
+    redis = await startRedis();
+    engine = await startRtpengine({ extraArgs: ['--recording-method=pcap', `--recording-dir=${recDir}`, '--recording-format=raw'] });
+    app = await startHttpsReceiver({ key: ca.serverKey, cert: ca.serverCert }, (req, res: ServerResponse) => {
+      if (req.url.startsWith('/answer')) res.writeHead(200, { 'content-type': 'application/xml' }).end('<Response><Wait length="30"/></Response>');
+      else res.writeHead(200).end('ok');
+    });
+    const env = {
+      REDIS_URL: redis.url,
+      NONCE_SECRET: 'calls-recording-fleet-nonce-0123456789',
+      RTPENGINE_NG: engine.id,
+      CALLS_MEDIA_DIR: join(dir, 'media'),
+      CALLS_RECORDING_DIR: recDir,
+      NODE_EXTRA_CA_CERTS: ca.caCertFile,
+      CALLBACK_ALLOWED_NETWORKS: '127.0.0.0/8',
+      SIP_TLS_PORT: 'off',
+      SIP_WSS_PORT: 'off',
+    };
+    [a, b] = await Promise.all([startEdge({ ...env, NODE_ID: 'node-a' }), startEdge({ ...env, NODE_ID: 'node-b' })]);
+    account = await a.newAccount({ cps_limit: 20, concurrent_calls_limit: 20 });
+  }, 60_000);
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await app?.close();
+    await engine?.dispose();
+    await redis?.stop();
+    ca?.remove();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the Record API on node A records a call node B runs; node A serves the recording', async () => {
+    const base = `/api/v1/Account/${account.authId}`;
+    const callee = await a.newEndpoint(account, 'fleetreccallee');
+    const caller = await a.newEndpoint(account, 'fleetreccaller');
+    const localPort = await freePort();
+    const users = [{ user: callee.username, domain: account.sipDomain, password: callee.password }];
+    expect((await runSipp({ scenario: 'register.xml', port: b.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 })).code).toBe(0);
+    const sink = await rtpSink();
+    const run = runSipp({ scenario: 'api-call-uas-record.xml', port: b.server.ports.udp as number, transport: 'udp', users, calls: 1, localPort, keys: { sink_port: sink.port }, recvTimeoutMs: null, traceMessages: true, timeoutMs: 60_000, extraArgs: ['-mp', String(await freePort())] });
+    await b.waitBindings(callee, 1);
+    const placed = await b.api(account, 'POST', `${base}/Call/`, { from: `sip:${caller.username}@${account.sipDomain}`, to: `sip:${callee.username}@${account.sipDomain}`, answer_url: `https://127.0.0.1:${app.port}/answer` });
+    expect(placed.status, JSON.stringify(placed.json)).toBe(201);
+    const answer = await until('the answer_url request', async () => app.requests.find((q) => q.url.startsWith('/answer')), 15_000);
+    const callUuid = new URLSearchParams(answer.body).get('CallUUID') as string;
+    const r = await a.api(account, 'POST', `${base}/Call/${callUuid}/Record/`, { time_limit: 2, callback_url: `https://127.0.0.1:${app.port}/cb` });
+    expect(r.status, JSON.stringify(r.json)).toBe(202);
+    const cb = await until('the recording callback', async () => app.requests.find((q) => q.url.startsWith('/cb')), 15_000);
+    const p = new URLSearchParams(cb.body);
+    expect(p.get('RecordingID')).toBe(r.json.recording_id);
+    const ms = Number(p.get('RecordingDurationMs'));
+    console.info(`two nodes, Record API time_limit=2 via node A on node B's call: ${ms} ms`);
+    expect(ms).toBeGreaterThan(1600);
+    expect(ms).toBeLessThan(2400);
+    for (const node of [a, b]) {
+      const res = await fetch(node.base + String(r.json.url), { headers: { 'x-auth-id': account.authId, 'x-auth-token': account.authToken } });
+      expect(res.status).toBe(200);
+      const f = wavFigures(Buffer.from(await res.arrayBuffer()));
+      expect(Math.round((f.samples * 1000) / f.rate)).toBe(ms);
+      expect(f.heard).toBeGreaterThan(0.8);
+    }
+    const listed = await a.api(account, 'GET', `${base}/Recording/?call_uuid=${callUuid}`);
+    expect((listed.json.objects as Array<Record<string, unknown>>).map((o) => o.recording_id)).toEqual([r.json.recording_id]);
+    expect((await a.api(account, 'DELETE', `${base}/Call/${callUuid}/`)).status).toBe(204);
+    const done = await run;
+    sink.socket.close();
+    expect(done.code, done.errors).toBe(0);
   }, 60_000);
 });
