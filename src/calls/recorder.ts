@@ -72,6 +72,8 @@ export class Recorder {
       await writeFile(file, toneWav(300, 1000));
       return file;
     })();
+    // A failed write is tried again by the next Record.
+    this.beep.catch(() => (this.beep = null));
     return this.beep;
   }
 
