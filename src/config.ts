@@ -277,6 +277,8 @@ export interface Config {
   ttsEngine: 'flite' | 'espeak-ng';
   /** CALLS_MEDIA_DIR: where rendered speech and downloaded audio are cached (rtpengine reads them). @default <tmpdir>/sip-edge-media */
   callsMediaDir: string | null;
+  /** CALLS_RECORDING_DIR: rtpengine's `--recording-dir` (`--recording-method=pcap`), where the edge reads call recordings from. @default null (recording off: the Record API answers 503) */
+  callsRecordingDir: string | null;
   /** CALLS_RING_TIMEOUT: seconds a placed call rings when the API gives no ring_timeout. @default 60 */
   callsRingTimeout: number;
   /**
@@ -398,6 +400,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   callsDtmfListen: null,
   ttsEngine: 'flite' as const,
   callsMediaDir: null,
+  callsRecordingDir: null,
   callsRingTimeout: 60,
   numberInventoryFile: null,
   kycProviderUrl: null,
@@ -493,6 +496,7 @@ const ENV_KEYS: Array<[string, keyof Config, (v: string, name: string) => unknow
   ['CALLS_DTMF_LISTEN', 'callsDtmfListen', hostPort],
   ['TTS_ENGINE', 'ttsEngine', ttsEngine],
   ['CALLS_MEDIA_DIR', 'callsMediaDir', optStr],
+  ['CALLS_RECORDING_DIR', 'callsRecordingDir', optStr],
   ['CALLS_RING_TIMEOUT', 'callsRingTimeout', int(1, 300)],
   ['NUMBER_INVENTORY_FILE', 'numberInventoryFile', optStr],
   ['KYC_PROVIDER_URL', 'kycProviderUrl', httpBaseUrl],

@@ -18,6 +18,10 @@ import { RedisLiveCallStore } from '../store/live-calls/redis.js';
 import type { CallbackNetworkGuard } from '../events/network-guard.js';
 import { AudioCache, fetchDocument, runApplication, SpeechRenderer, type CallPort } from '../voicexml/index.js';
 import { DtmfListener } from './media.js';
+import { Recorder } from './recorder.js';
+import { MemoryRecordingStore } from '../store/recordings/memory.js';
+import { RedisRecordingStore } from '../store/recordings/redis.js';
+import type { RecordingStore } from '../store/recordings/recordings.js';
 import type { PlacedCall } from './placed-call.js';
 import { CallService, type CallNotices } from './service.js';
 import type { UaHost } from './ua.js';
@@ -52,6 +56,7 @@ export function createCalls(d: CallsDeps): Calls {
   const dir = d.config.callsMediaDir ?? join(tmpdir(), 'sip-edge-media');
   const speech = new SpeechRenderer({ engine: d.config.ttsEngine, dir: join(dir, 'tts') });
   const audio = new AudioCache({ guard: d.guard, dir: join(dir, 'audio') });
+  const recording = recordingOf(d, dir);
   const service: CallService = new CallService({
     ua: d.ua,
     processId: d.processId,
@@ -64,6 +69,7 @@ export function createCalls(d: CallsDeps): Calls {
     notices: d.notices,
     alive: d.alive,
     ringTimeoutS: d.config.callsRingTimeout,
+    recording,
     prompts: {
       audio: (url) => audio.get(url),
       speech: async (text, voice, language) => (await speech.render(text, { voice, language })).path,
@@ -77,7 +83,7 @@ export function createCalls(d: CallsDeps): Calls {
       let fallback = app.fallback;
       for (let generation = 0; generation < 20; generation++) {
         const transferred = new Promise<'transfer'>((resolve) => service.onTransfer(call.callUuid, () => resolve('transfer')));
-        const port = portOf(call, service, () => service.generation(call.callUuid) === generation);
+        const port = portOf(call, service, () => service.generation(call.callUuid) === generation, recording?.recorder ?? null);
         const run = runApplication({
           port,
           first,
@@ -115,7 +121,7 @@ export function createCalls(d: CallsDeps): Calls {
  * The call port of one run of the application (voicexml/runner.ts). While `current()` is
  * false (a transfer replaced the run) it behaves as a call that went away.
  */
-function portOf(call: PlacedCall, service: CallService, current: () => boolean): CallPort {
+function portOf(call: PlacedCall, service: CallService, current: () => boolean, recorder: Recorder | null): CallPort {
   const stale = (): boolean => !current() || call.isGone;
   return {
     callUuid: call.callUuid,
@@ -129,8 +135,12 @@ function portOf(call: PlacedCall, service: CallService, current: () => boolean):
       if (!stale()) await call.sendDigits(digits);
     },
     collectDigits: async (o) => (stale() ? { digits: '', ended: 'hangup' } : call.collectDigits(o)),
-    // Recording needs rtpengine's recording daemon: refused for now (docs/calls.md "Not yet").
-    record: async () => null,
+    // docs/calls.md "Recording": the A leg into a WAV (never mp3); null when recording is off.
+    record: async (o) => {
+      if (stale() || !recorder) return null;
+      const r = await call.recordLeg(o, recorder, { source: 'xml' });
+      return r && { ...r, ended: r.ended === 'stopped' ? 'max-length' : r.ended };
+    },
     dial: async (o) => {
       if (stale()) return { status: 'canceled', bLegUuid: null, durationS: 0, hangupBy: null };
       return call.dial({ targets: o.targets, timeoutS: o.timeoutS, timeLimitS: o.timeLimitS, plan: service.dialPlan(call, o.callerId) });
@@ -140,4 +150,12 @@ function portOf(call: PlacedCall, service: CallService, current: () => boolean):
       if (!stale()) await call.hangup(reason);
     },
   };
+}
+
+/** Call recording when CALLS_RECORDING_DIR is set (rtpengine's --recording-dir); null: off. */
+function recordingOf(d: CallsDeps, mediaDir: string): { recorder: Recorder; store: RecordingStore } | null {
+  if (!d.config.callsRecordingDir) return null;
+  const store: RecordingStore = d.redis ? new RedisRecordingStore(d.redis) : new MemoryRecordingStore();
+  const recorder = new Recorder({ dir: d.config.callsRecordingDir, store, mediaDir, outbox: d.callStore, log: d.log });
+  return { recorder, store };
 }

@@ -35,6 +35,12 @@ function appSdp(sessionId: number): string {
   ].join('\r\n');
 }
 
+/** The first `m=audio <port>` of an SDP. */
+function portOfSdp(sdp: string): number | null {
+  const m = /^m=audio (\d+)/m.exec(sdp);
+  return m ? Number(m[1]) : null;
+}
+
 /** Why a media command failed (the call's hangup cause names it: docs/calls.md "Causes"). */
 export class MediaError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -47,6 +53,8 @@ export class CallMediaSession {
   readonly ngCallId: string;
   private engine: string | null = null;
   private bridged = false;
+  /** rtpengine's port facing the A leg (`m=audio` of the SDP offered to it): what A sends to. */
+  private aPort: number | null = null;
 
   constructor(
     private readonly client: RtpengineClient,
@@ -66,6 +74,7 @@ export class CallMediaSession {
       this.client.offer({ 'call-id': this.ngCallId, 'from-tag': 'app', sdp: appSdp(Date.now() % 1e9), ...PLAIN }),
     );
     this.engine = r.engine;
+    this.aPort = portOfSdp(r.sdp);
     return r.sdp;
   }
 
@@ -124,6 +133,26 @@ export class CallMediaSession {
       }
       await this.wrap('play DTMF', () => this.client.command('play DTMF', { 'call-id': this.ngCallId, 'from-tag': from, code: d, duration: 160 }, this.need()));
       await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  /** The port rtpengine receives the A leg's RTP on (a recording keeps what arrived there). */
+  get aLegPort(): number | null {
+    return this.aPort;
+  }
+
+  /** rtpengine starts writing the call's packets to a pcap file (`--recording-method=pcap`; docs/calls.md "Recording"). */
+  async startRecording(): Promise<void> {
+    await this.wrap('start recording', () => this.client.command('start recording', { 'call-id': this.ngCallId }, this.need()));
+  }
+
+  /** rtpengine closes the recording's pcap file (complete once it answers). A call already deleted is not an error. */
+  async stopRecording(): Promise<void> {
+    if (!this.engine) return;
+    try {
+      await this.client.command('stop recording', { 'call-id': this.ngCallId }, this.engine);
+    } catch (err) {
+      this.log.debug({ err: err instanceof Error ? err.message : String(err), call: this.ngCallId }, 'rtpengine stop recording failed');
     }
   }
 

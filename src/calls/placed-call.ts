@@ -11,6 +11,8 @@ import type { CallStart } from '../store/calls/calls.js';
 import type { AccountRecord, EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
 import type { LiveCallRecord } from '../store/live-calls/live-calls.js';
 import { CallMediaSession, type MediaParty } from './media.js';
+import type { Recorder } from './recorder.js';
+import { MAX_RECORDING_MS } from './recording.js';
 import type { SipLeg, UserAgent } from './ua.js';
 import type { SipRequest } from '../sip/message.js';
 
@@ -48,6 +50,18 @@ export interface DialTarget {
 export type DialOutcome = { status: 'completed' | 'busy' | 'failed' | 'timeout' | 'no-answer' | 'canceled'; bLegUuid: string | null; durationS: number; hangupBy: 'caller' | 'callee' | null };
 
 type PlayOutcome = 'done' | 'interrupted' | 'hangup';
+
+/** How a recording ended: `stopped` by the API (DELETE …/Record/); `silence` is not detected (docs/calls.md "Recording"). */
+export type RecordEnded = 'finish-key' | 'max-length' | 'hangup' | 'stopped';
+
+export interface RecordOutcome {
+  recordingId: string;
+  url: string;
+  durationMs: number;
+  /** The finishOnKey digit that stopped it ('' otherwise). */
+  digits: string;
+  ended: RecordEnded;
+}
 
 export class PlacedCall {
   readonly callUuid: string;
@@ -96,6 +110,9 @@ export class PlacedCall {
   get cause(): string {
     return this.endCause;
   }
+
+  /** The recording in progress (one at a time); `stop` ends it (the API's DELETE …/Record/). */
+  private recordingNow: { recordingId: string; stop: () => void } | null = null;
 
   /** The A leg's answer (true) or failure (false). */
   answeredOrFailed(): Promise<boolean> {
@@ -433,6 +450,74 @@ export class PlacedCall {
       this.host.originate(leg.callId, this.origin(plan, bUuid, { ring: null, hangup: null }, () => undefined));
       leg.invite({ requestUri: plan.requestUri, from: fromHeader(plan), to: `<${plan.requestUri}>`, sdp, headers: plan.headers });
     });
+  }
+
+  // --- recording (docs/calls.md "Recording") ----------------------------------------
+
+  get isRecording(): boolean {
+    return this.recordingNow !== null;
+  }
+
+  /**
+   * Records what the A leg says until `maxLengthMs`, a `finishOnKey` digit, `stopRecording()`
+   * or the call's end; then stores the WAV. Null when nothing could be recorded (the call
+   * is gone or not answered, another recording runs, rtpengine wrote no file).
+   * `silenceTimeoutMs` is not applied.
+   */
+  async recordLeg(
+    o: { maxLengthMs: number; finishOnKey: string; silenceTimeoutMs: number; beep: boolean },
+    rec: Recorder,
+    meta: { recordingId?: string; source: 'xml' | 'call' },
+  ): Promise<RecordOutcome | null> {
+    if (this.ended || this.answeredAt === null || this.recordingNow || this.media.aLegPort === null) return null;
+    const recordingId = meta.recordingId ?? rec.newId();
+    let stop!: (e: RecordEnded) => void;
+    const stopped = new Promise<RecordEnded>((r) => (stop = r));
+    this.recordingNow = { recordingId, stop: () => stop('stopped') };
+    let waiter: ((d: string) => void) | null = null;
+    try {
+      if (o.beep) await this.play(await rec.beepFile(), { loop: 1 });
+      if (this.ended) return null;
+      const take = await rec.begin(this.media);
+      const maxMs = Math.min(Math.max(o.maxLengthMs, 1000), MAX_RECORDING_MS);
+      const timer = setTimeout(() => stop('max-length'), maxMs);
+      timer.unref();
+      void this.gone.then(() => stop('hangup'));
+      let digits = '';
+      if (o.finishOnKey) {
+        // Digits pressed before the recording began are not for it.
+        this.digitBuffer.length = 0;
+        const w = (d: string): void => {
+          if (d !== '' && o.finishOnKey.includes(d)) {
+            digits = d;
+            stop('finish-key');
+          }
+        };
+        waiter = w;
+        this.digitWaiter = w;
+      }
+      const ended = await stopped;
+      clearTimeout(timer);
+      if (waiter && this.digitWaiter === waiter) this.digitWaiter = null;
+      const owner = { domain: this.owner.domain, authId: this.owner.account.authId, subAccount: this.owner.sub?.authId ?? null };
+      const r = await rec.finish(take, this.media, { recordingId, ...owner, callUuid: this.callUuid, source: meta.source, from: this.view.from, to: this.view.to, maxMs });
+      if (!r) return null;
+      return { recordingId, url: rec.urlOf(this.owner.sub?.authId ?? this.owner.account.authId, recordingId), durationMs: r.durationMs, digits, ended };
+    } catch (err) {
+      this.host.log.warn({ call: this.callUuid, err: err instanceof Error ? err.message : String(err) }, 'recording failed');
+      return null;
+    } finally {
+      if (waiter && this.digitWaiter === waiter) this.digitWaiter = null;
+      this.recordingNow = null;
+    }
+  }
+
+  /** Ends the recording in progress (the API's DELETE …/Record/); false when none runs. */
+  stopRecording(): boolean {
+    const r = this.recordingNow;
+    if (!r) return false;
+    r.stop();
+    return true;
   }
 
   /** The run of the application ended without a Hangup verb (or it failed): the call ends. */

@@ -38,6 +38,8 @@ import type { DtmfEvent } from './media.js';
 import { getHeader, parseNameAddr } from '../sip/headers.js';
 import type { SipRequest } from '../sip/message.js';
 import { CALL_UUID_HEADER } from '../routing/origin.js';
+import type { Recorder } from './recorder.js';
+import type { RecordingRecord, RecordingStore } from '../store/recordings/recordings.js';
 
 /** Runs a placed call's voice application once it is answered (wired to voicexml/ in index.ts). */
 export type ApplicationRunner = (call: PlacedCall, app: { answer: UrlTarget; fallback: UrlTarget | null; params: () => Record<string, string> }, svc: CallService) => Promise<string>;
@@ -72,6 +74,8 @@ export interface CallServiceOptions {
   log: Logger;
   /** Default ring timeout, s. */
   ringTimeoutS?: number;
+  /** Call recording (CALLS_RECORDING_DIR); absent: the Record API answers 503. */
+  recording?: { recorder: Recorder; store: RecordingStore } | null;
 }
 
 const TOPIC = 'calls.cmd';
@@ -79,7 +83,12 @@ const TOPIC = 'calls.cmd';
 export const NODE_FAILURE = 'NODE_FAILURE';
 const DEFAULT_RING_TIMEOUT_S = 60;
 
-type Command = { to: string; op: 'hangup'; domain: string; callUuid: string } | { to: string; op: 'transfer'; domain: string; callUuid: string; req: TransferRequest } | { to: string; op: 'play'; domain: string; callUuid: string; req: PlayRequest } | { to: string; op: 'speak'; domain: string; callUuid: string; req: SpeakRequest } | { to: string; op: 'dtmf'; domain: string; callUuid: string; req: DtmfRequest } | { to: string; op: 'stop-media'; domain: string; callUuid: string } | { to: string; op: 'digit'; domain: string; callUuid: string; digit: string };
+type Command = { to: string; op: 'hangup'; domain: string; callUuid: string } | { to: string; op: 'transfer'; domain: string; callUuid: string; req: TransferRequest } | { to: string; op: 'play'; domain: string; callUuid: string; req: PlayRequest } | { to: string; op: 'speak'; domain: string; callUuid: string; req: SpeakRequest } | { to: string; op: 'dtmf'; domain: string; callUuid: string; req: DtmfRequest } | { to: string; op: 'stop-media'; domain: string; callUuid: string } | { to: string; op: 'digit'; domain: string; callUuid: string; digit: string } | RecordCommand;
+
+/** The Record API's commands (docs/calls.md "Recording"). */
+type RecordCommand = { to: string; op: 'record'; domain: string; callUuid: string; recordingId: string; req: RecordRequest } | { to: string; op: 'stop-record'; domain: string; callUuid: string };
+
+const RECORDING_OFF = 'call recording is not configured on this server (CALLS_RECORDING_DIR; docs/calls.md "Recording")';
 
 export class CallService implements CallControl {
   readonly ua: UserAgent;
@@ -202,28 +211,67 @@ export class CallService implements CallControl {
     return this.inCall(owner, callUuid, (r) => ({ to: r.owner, op: 'dtmf', domain: r.domain, callUuid: r.callUuid, req }));
   }
 
-  async record(_owner: CallOwner, _callUuid: string, _req: RecordRequest): Promise<StartedRecording | null> {
-    throw new CallRefusedError(503, 'recording_unavailable', 'call recording is not available on this server yet (docs/calls.md "Not yet")');
+  /** The Record API: the recording's id and URL at once; it is stored when it ends (time_limit, DELETE …/Record/, the call's end). */
+  async record(owner: CallOwner, callUuid: string, req: RecordRequest): Promise<StartedRecording | null> {
+    const rec = this.o.recording;
+    if (!rec) throw new CallRefusedError(503, 'recording_unavailable', RECORDING_OFF);
+    const r = await this.find(owner, callUuid);
+    if (!r || r.status !== 'in-progress') return null;
+    if (this.calls.get(r.callUuid)?.isRecording) throw new CallRefusedError(400, 'recording_in_progress', 'this call is being recorded already; DELETE …/Record/ stops it');
+    const recordingId = rec.recorder.newId();
+    await this.command({ to: r.owner, op: 'record', domain: r.domain, callUuid: r.callUuid, recordingId, req }, r);
+    return { recordingId, url: rec.recorder.urlOf(r.subAccount ?? r.authId, recordingId) };
   }
 
-  async stopRecord(_owner: CallOwner, _callUuid: string): Promise<boolean> {
-    throw new CallRefusedError(503, 'recording_unavailable', 'call recording is not available on this server yet (docs/calls.md "Not yet")');
+  async stopRecord(owner: CallOwner, callUuid: string): Promise<boolean> {
+    if (!this.o.recording) throw new CallRefusedError(503, 'recording_unavailable', RECORDING_OFF);
+    return this.inCall(owner, callUuid, (r) => ({ to: r.owner, op: 'stop-record', domain: r.domain, callUuid: r.callUuid }));
   }
 
-  async recordings(): Promise<{ total: number; items: RecordingView[] }> {
-    return { total: 0, items: [] };
+  async recordings(owner: CallOwner, filter: { callUuid?: string; limit: number; offset: number }): Promise<{ total: number; items: RecordingView[] }> {
+    const rec = this.o.recording;
+    if (!rec) return { total: 0, items: [] };
+    const r = await rec.store.list(owner.domain, { subAccount: owner.subAccount, ...(filter.callUuid !== undefined ? { callUuid: filter.callUuid } : {}), limit: filter.limit, offset: filter.offset });
+    return { total: r.total, items: r.items.map((x) => recordingView(x, rec.recorder)) };
   }
 
-  async recording(): Promise<RecordingView | null> {
-    return null;
+  async recording(owner: CallOwner, recordingId: string): Promise<RecordingView | null> {
+    const rec = this.o.recording;
+    const r = rec ? await this.ownRecording(owner, recordingId) : null;
+    return r && rec ? recordingView(r, rec.recorder) : null;
   }
 
-  async recordingAudio(): Promise<{ contentType: string; data: Buffer } | null> {
-    return null;
+  async recordingAudio(owner: CallOwner, recordingId: string): Promise<{ contentType: string; data: Buffer } | null> {
+    const rec = this.o.recording;
+    if (!rec || !(await this.ownRecording(owner, recordingId))) return null;
+    const data = await rec.store.audio(owner.domain, recordingId);
+    return data ? { contentType: 'audio/wav', data } : null;
   }
 
-  async deleteRecording(): Promise<boolean> {
-    return false;
+  async deleteRecording(owner: CallOwner, recordingId: string): Promise<boolean> {
+    const rec = this.o.recording;
+    if (!rec || !(await this.ownRecording(owner, recordingId))) return false;
+    return rec.store.delete(owner.domain, recordingId);
+  }
+
+  private async ownRecording(owner: CallOwner, recordingId: string): Promise<RecordingRecord | null> {
+    const r = await this.o.recording?.store.get(owner.domain, recordingId);
+    return r && (!owner.subAccount || r.subAccount === owner.subAccount) ? r : null;
+  }
+
+  /** Runs a Record API recording of a call this process runs; its callback when it is stored. */
+  private runRecording(call: PlacedCall, c: Extract<RecordCommand, { op: 'record' }>): void {
+    const rec = this.o.recording;
+    if (!rec) return;
+    const limitS = c.req.timeLimit ?? 60;
+    void call
+      .recordLeg({ maxLengthMs: limitS * 1000, finishOnKey: '', silenceTimeoutMs: 0, beep: false }, rec.recorder, { recordingId: c.recordingId, source: 'call' })
+      .then(async (r) => {
+        if (!r) return;
+        const stored = await rec.store.get(call.owner.domain, r.recordingId);
+        if (stored && c.req.callback) await rec.recorder.notify(c.req.callback, stored, r.url);
+      })
+      .catch((err: unknown) => this.o.log.warn({ call: call.callUuid, err: err instanceof Error ? err.message : String(err) }, 'Record API: recording not finished'));
   }
 
   // --- transfers (the application runner's side) ----------------------------------------
@@ -494,6 +542,12 @@ export class CallService implements CallControl {
       case 'digit':
         call.digit(c.digit);
         return;
+      case 'record':
+        this.runRecording(call, c);
+        return;
+      case 'stop-record':
+        call.stopRecording();
+        return;
     }
   }
 
@@ -573,6 +627,20 @@ function refusalOf(status: number, warning: string | null): CallRefusedError | n
   if (status === 403) return new CallRefusedError(403, 'forbidden', text || 'this call is not allowed');
   if (status === 503 && /limit/.test(text)) return new CallRefusedError(429, 'limit_reached', text, /cps/.test(text) ? 1 : 5);
   return null;
+}
+
+function recordingView(r: RecordingRecord, recorder: Recorder): RecordingView {
+  return {
+    recordingId: r.recordingId,
+    callUuid: r.callUuid,
+    duration: r.durationMs / 1000,
+    format: r.format,
+    url: recorder.urlOf(r.subAccount ?? r.authId, r.recordingId),
+    addedOn: new Date(r.createdAt).toISOString(),
+    source: r.source,
+    fromNumber: r.from,
+    toNumber: r.to,
+  };
 }
 
 function visible(r: LiveCallRecord, owner: CallOwner): boolean {

@@ -370,9 +370,10 @@ class Run {
   /** `<Record>`: the action gets RecordUrl, RecordingDuration(Ms), RecordingID and Digits. */
   private async record(v: RecordVerb): Promise<Verb[] | null> {
     if (v.recordSession) throw new Stop(`${HANGUP_CAUSES.XML_UNSUPPORTED_ATTRIBUTE}: Record recordSession`);
-    const r = await this.race(
-      this.port.record({ maxLengthMs: v.maxLength * 1000, finishOnKey: v.finishOnKey, silenceTimeoutMs: v.timeout * 1000, beep: v.playBeep, format: v.fileFormat }),
-    );
+    const recording = this.port.record({ maxLengthMs: v.maxLength * 1000, finishOnKey: v.finishOnKey, silenceTimeoutMs: v.timeout * 1000, beep: v.playBeep, format: v.fileFormat });
+    // The caller hanging up ends the recording too; what was recorded still goes to the action (the port needs a moment to store it).
+    const r = await Promise.race([recording, this.goneP.then(() => Promise.race([recording, delay(5000).then(() => null)]))]);
+    if (r === null && this.gone) throw new Stop(HANGUP_CAUSES.CALL_GONE, true);
     if (r === null) {
       this.log.warn({ callUuid: this.port.callUuid }, 'voicexml: Record produced no recording');
       return null;

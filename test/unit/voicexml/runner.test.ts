@@ -191,6 +191,41 @@ describe('runApplication: the Gather → action → Dial flow', () => {
   });
 });
 
+describe('runApplication: Record when the caller hangs up', () => {
+  it('the recording made so far still goes to the action; the run ends with CALL_GONE', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    port.onRecord = () =>
+      new Promise((resolve) => {
+        // The caller hangs up mid-recording; the port stores what it has a moment later.
+        setTimeout(() => port.end(), 10);
+        setTimeout(() => resolve({ recordingId: 'rec-2', url: '/api/v1/Account/MA1/Recording/rec-2.wav', durationMs: 1500, digits: '', ended: 'hangup' }), 50);
+      });
+    const { fetch, requests } = app({
+      'https://app.example/answer': xml('<Record action="https://app.example/recorded" maxLength="30"/>'),
+      'https://app.example/recorded': xml('<Speak>never run</Speak>'),
+    });
+    const out = await runApplication(options(port, fetch));
+    expect(out.hangupCause).toBe('CALL_GONE');
+    expect(requests[1]!.params).toMatchObject({ RecordingID: 'rec-2', RecordingDurationMs: '1500', RecordUrl: '/api/v1/Account/MA1/Recording/rec-2.wav' });
+    expect(port.events.some((e) => e.startsWith('play'))).toBe(false);
+  });
+
+  it('a recording that never comes back does not hold the run past the call', async () => {
+    const port = new FakePort();
+    port.isAnswered = true;
+    port.onRecord = () => {
+      setTimeout(() => port.end(), 10);
+      return new Promise(() => undefined);
+    };
+    const { fetch, requests } = app({ 'https://app.example/answer': xml('<Record action="https://app.example/recorded" maxLength="30"/>') });
+    const t0 = Date.now();
+    expect((await runApplication(options(port, fetch))).hangupCause).toBe('CALL_GONE');
+    expect(Date.now() - t0).toBeLessThan(7000);
+    expect(requests).toHaveLength(1);
+  }, 10_000);
+});
+
 describe('runApplication: failures', () => {
   it('skips a Play whose audio cannot be fetched and goes on', async () => {
     const port = new FakePort();
