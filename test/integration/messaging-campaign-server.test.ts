@@ -63,7 +63,11 @@ describe('a 2,000-contact campaign paused, the server restarted, resumed', () =>
     SIP_TLS_PORT: 'off',
     SIP_WSS_PORT: 'off',
   });
-  const progress = async (e: Edge, a: Account, id: string): Promise<Record<string, unknown>> => (await e.api(a, 'GET', `/v1/messaging/campaigns/${id}`)).json;
+  const campaign = async (e: Edge, a: Account, id: string): Promise<Record<string, unknown>> => (await e.api(a, 'GET', `/v1/messaging/campaigns/${id}`)).json;
+  const progress = async (e: Edge, a: Account, id: string): Promise<Record<string, unknown>> => {
+    const c = await campaign(e, a, id);
+    return { status: c.status, ...(c.progress as Record<string, unknown>) };
+  };
 
   it('every contact is messaged exactly once', async () => {
     edge = await startEdge(env());
@@ -90,7 +94,11 @@ describe('a 2,000-contact campaign paused, the server restarted, resumed', () =>
     const startedAt = Date.now();
     expect((await edge.api(account, 'POST', `/v1/messaging/campaigns/${id}/start`)).status).toBeLessThan(300);
     const first = edge;
-    await until('about half sent', async () => (Number((await progress(first, account, id)).sent) >= 1000 ? true : undefined), 40_000, 100);
+    await until('about half sent', async () => (Number((await progress(first, account, id)).sent) >= 1000 ? true : undefined), 40_000, 100).catch(async (err: unknown) => {
+      console.log(JSON.stringify(await progress(first, account, id)), seen.length, badAuth);
+      console.log(first.server.output().split('\n').filter((l) => /messaging|campaign|warn|error/i.test(l)).slice(-15).join('\n'));
+      throw err;
+    });
     expect((await edge.api(account, 'POST', `/v1/messaging/campaigns/${id}/pause`)).status).toBeLessThan(300);
     const atPause = await progress(edge, account, id);
     const rate = Number(atPause.sent) / ((Date.now() - startedAt) / 1000);
