@@ -509,12 +509,14 @@ describe('campaigns on a real redis-server', () => {
     return r.json;
   };
 
+  /** Messages per second of the restart test (a fake sender: the pacing, not the network, is under test). */
+  const RATE = 200;
   it(
-    '2,000 contacts at 50 messages/s, paused at about half, the runner restarted, resumed: every contact messaged exactly once',
+    '2,000 contacts at 200 messages/s, paused at about half, the runner restarted, resumed: every contact messaged exactly once (the 50/s run through a real server: messaging-campaign-server.test.ts)',
     async () => {
       const senderA = new RecordingSender('A');
       const nodeA = await startNode({ redisUrl: redisServer.url, sender: senderA });
-      const { acct, id } = await setup(nodeA, 2_000, 'spring', 50);
+      const { acct, id } = await setup(nodeA, 2_000, 'spring', RATE);
 
       const started = await request(nodeA, 'POST', `/v1/messaging/campaigns/${id}/start`, acct);
       expect(started.status, started.text).toBe(200);
@@ -538,12 +540,12 @@ describe('campaigns on a real redis-server', () => {
         5_000,
       );
       expect(atPause.sent).toBeGreaterThanOrEqual(1_000);
-      expect(atPause.sent).toBeLessThan(1_100);
+      expect(atPause.sent).toBeLessThan(1_200);
       expect(atPause).toMatchObject({ total: 2_000, failed: 0, unconfirmed: 0, pending: 2_000 - (atPause.sent as number) });
-      // Pacing: the first half took at least (n - 1) / 50 s.
+      // Pacing: the first half took at least (n - 1) / RATE s.
       const first = senderA.calls[0]?.at ?? 0;
       const last = senderA.calls[senderA.calls.length - 1]?.at ?? 0;
-      expect(last - first).toBeGreaterThanOrEqual(((senderA.calls.length - 1) / 50) * 1000 * 0.95);
+      expect(last - first).toBeGreaterThanOrEqual(((senderA.calls.length - 1) / RATE) * 1000 * 0.95);
 
       // The restart: this node's runner and server stop; a new node (new runner, new connection) on the same Redis.
       await nodeA.close();
