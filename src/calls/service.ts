@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
 import type { OriginatedCall } from '../routing/origin.js';
 import type { CredentialStore } from '../store/credentials/credentials.js';
-import type { AccountRecord, Directory, SubAccountRecord } from '../store/directory/directory.js';
+import type { AccountRecord, Directory, EndpointRecord, SubAccountRecord } from '../store/directory/directory.js';
 import type { LiveCallRecord, LiveCallStore } from '../store/live-calls/live-calls.js';
 import type { RtpengineClient } from '../media/rtpengine.js';
 import type { NumberLookup } from '../numbers/lookup.js';
@@ -126,6 +126,9 @@ export class CallService implements CallControl {
     if (sub && !sub.enabled) throw new CallRefusedError(403, 'subaccount_disabled', 'the sub-account is disabled');
     if (!this.o.rtpengine) throw new CallRefusedError(503, 'media_unavailable', 'placing calls needs rtpengine (RTPENGINE_NG); none is configured');
     const from = await this.fromOf(owner, account, req.from);
+    // The call is the sub-account's when its number or endpoint places it (its KYC block, its limits' records).
+    const payer = from.subAccount && from.subAccount !== sub?.authId ? await this.o.directory.getSubAccount(account.authId, from.subAccount) : sub;
+    if (payer && !payer.enabled) throw new CallRefusedError(403, 'subaccount_disabled', 'the sub-account is disabled');
     const requestUuid = randomUUID();
     const placed: PlacedCall[] = [];
     const refusals: CallRefusedError[] = [];
@@ -138,7 +141,7 @@ export class CallService implements CallControl {
         if (err instanceof CallRefusedError) refusals.push(err);
         continue;
       }
-      const call = new PlacedCall(this.host(), { account, sub, domain: owner.domain }, requestUuid, { from: from.shown, to: plan.to, callerName: req.callerName ?? '', direction: 'outbound' }, { ring: req.ring ?? null, hangup: req.hangup ?? null }, { client: this.o.rtpengine });
+      const call = new PlacedCall(this.host(), { account, sub: payer, domain: owner.domain }, requestUuid, { from: from.shown, to: plan.to, callerName: req.callerName ?? '', direction: 'outbound' }, { ring: req.ring ?? null, hangup: req.hangup ?? null }, { client: this.o.rtpengine });
       call.placedFrom = from;
       this.calls.set(call.callUuid, call);
       this.byNgCall.set(call.media.ngCallId, call);
@@ -575,7 +578,7 @@ export class CallService implements CallControl {
   }
 
   /** `from`: a number the account owns, or one of its endpoints (its username or sip: URI). */
-  private async fromOf(owner: CallOwner, account: AccountRecord, text: string): Promise<{ user: string; shown: string; endpoint: import('../store/directory/directory.js').EndpointRecord | null; callerId: string | null }> {
+  private async fromOf(owner: CallOwner, account: AccountRecord, text: string): Promise<PlacedFrom> {
     const trimmed = text.trim();
     const uri = trimmed.startsWith('sip:') ? parseUri(trimmed) : null;
     if (!uri) {
@@ -583,7 +586,7 @@ export class CallService implements CallControl {
       if (e164 && this.o.numbers) {
         const route = await this.o.numbers.route(e164);
         if (route && route.authId === account.authId && route.status === 'active' && (!owner.subAccount || route.subAccount === owner.subAccount)) {
-          return { user: e164, shown: e164, endpoint: null, callerId: e164 };
+          return { user: e164, shown: e164, endpoint: null, callerId: e164, subAccount: route.subAccount };
         }
       }
     }
@@ -593,14 +596,14 @@ export class CallService implements CallControl {
       const endpoint = cred ? await this.o.directory.getEndpoint(account.authId, cred.endpointId) : null;
       if (endpoint && (!owner.subAccount || endpoint.subAccount === owner.subAccount)) {
         const callerId = this.o.numbers ? await this.o.numbers.callerIdOf(account.authId, endpoint.endpointId) : null;
-        return { user: endpoint.username, shown: `sip:${endpoint.username}@${owner.domain}`, endpoint, callerId };
+        return { user: endpoint.username, shown: `sip:${endpoint.username}@${owner.domain}`, endpoint, callerId, subAccount: endpoint.subAccount };
       }
     }
     throw new CallRefusedError(400, 'invalid_from', '`from` is neither a number of this account nor one of its endpoints');
   }
 
   /** Where a `to` goes: an endpoint of the account (sip: URI or username) or a number. */
-  private async planTo(owner: CallOwner, account: AccountRecord, to: string, from: { user: string; shown: string; endpoint: import('../store/directory/directory.js').EndpointRecord | null; callerId: string | null }, req: Pick<PlaceCallRequest, 'sipHeaders' | 'callerName'>): Promise<LegPlan> {
+  private async planTo(owner: CallOwner, account: AccountRecord, to: string, from: PlacedFrom, req: Pick<PlaceCallRequest, 'sipHeaders' | 'callerName'>): Promise<LegPlan> {
     const text = to.trim();
     const headers: Array<[string, string]> = Object.entries(req.sipHeaders ?? {}).map(([k, v]) => [`X-PH-${k}`, v]);
     const base = { from: { user: from.user, domain: owner.domain, displayName: req.callerName ?? null }, endpoint: from.endpoint, callerId: from.callerId, headers };
@@ -619,6 +622,9 @@ export class CallService implements CallControl {
     return { ...base, requestUri: `sip:${number}@${owner.domain};user=phone`, to: number };
   }
 }
+
+/** Whom a call is placed from: a number of the account or one of its endpoints. */
+type PlacedFrom = { user: string; shown: string; endpoint: EndpointRecord | null; callerId: string | null; subAccount?: string | null };
 
 /** A refusal the proxy gave before sending the call on, as the API answers it. */
 function refusalOf(status: number, warning: string | null): CallRefusedError | null {

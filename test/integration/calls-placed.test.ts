@@ -71,9 +71,13 @@ describe('calls placed by the API run their application on rtpengine', () => {
       if (doc) res.writeHead(200, { 'content-type': 'application/xml' }).end(doc);
       else res.writeHead(200).end('ok');
     });
+    writeFileSync(join(dir, 'deck.csv'), 'prefix,rate_per_minute,initial_increment,subsequent_increment,connect_fee,currency,description\n1555,0.60000,1,1,0,USD,per second\n');
     writeFileSync(join(dir, 'numbers.csv'), 'e164,country,region,number_type,setup_fee,monthly_fee,currency,provider\n+918040000101,IN,Karnataka,landline,1.00,2.00,USD,test\n');
     edge = await startEdge({
       NUMBER_INVENTORY_FILE: join(dir, 'numbers.csv'),
+      // Calls to +1555… are rated (402 without a balance); other numbers go to a gateway that is not there.
+      RATE_DECK_FILE: join(dir, 'deck.csv'),
+      OUTBOUND_GATEWAY_URI: 'sip:127.0.0.1:9',
       ADMIN_AUTH_TOKEN: ADMIN,
       RTPENGINE_NG: engine.id,
       CALLS_DTMF_LISTEN: `127.0.0.1:${dtmfPort}`,
@@ -293,6 +297,31 @@ describe('calls placed by the API run their application on rtpengine', () => {
     );
     expect(cdr).toMatchObject({ call_status: 'answered', call_direction: 'inbound', context: 'app', hangup_cause: 'NORMAL_CLEARING' });
   }, 60_000);
+
+  it('refused before anything is sent: no balance for a rated call → 402; a KYC-blocked sub-account calling a phone → 403', async () => {
+    const poor = await edge.newAccount();
+    const e = await edge.newEndpoint(poor, 'poorphone', { allow_phones: true });
+    const r = await edge.api(poor, 'POST', `/api/v1/Account/${poor.authId}/Call/`, { from: `sip:${e.username}@${poor.sipDomain}`, to: '+15551230000', answer_url: url('/answer1') });
+    expect(r.status, JSON.stringify(r.json)).toBe(402);
+    expect(r.json.error).toBe('insufficient_balance');
+    // A customer_use sub-account whose business needs KYC is blocked from calling phones.
+    const rich = await edge.newAccount();
+    const credit = await fetch(`${edge.base}/api/v1/admin/accounts/${rich.authId}/credit`, {
+      method: 'POST',
+      headers: { 'x-admin-token': ADMIN, 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: '10.00', currency: 'USD', description: 'test funds' }),
+    });
+    expect(credit.status).toBeLessThan(300);
+    const sub = await edge.newSubAccount(rich, 'customer_use');
+    expect((await edge.api(rich, 'POST', `/api/v1/Account/${rich.authId}/Subaccount/${sub}/`, { business_type: 'private_limited' })).status).toBe(202);
+    const subPhone = await edge.newEndpoint(rich, 'kycblocked', { sub_account: sub, allow_phones: true });
+    const k = await edge.api(rich, 'POST', `/api/v1/Account/${rich.authId}/Call/`, { from: `sip:${subPhone.username}@${rich.sipDomain}`, to: '+15551230000', answer_url: url('/answer1') });
+    expect(k.status, JSON.stringify(k.json)).toBe(403);
+    expect(String(k.json.message)).toMatch(/kyc_calls_blocked/);
+    // Nothing is left live for either account.
+    expect((await edge.api(poor, 'GET', `/api/v1/Account/${poor.authId}/Call/?status=live`)).json.calls).toEqual([]);
+    expect((await edge.api(rich, 'GET', `/api/v1/Account/${rich.authId}/Call/?status=queued`)).json.calls).toEqual([]);
+  }, 30_000);
 
   it('IVR: Gather hears RFC 4733 digit 2 from the phone, the action URL Dials a second endpoint, the legs are bridged through rtpengine', async () => {
     const first = await edge.newEndpoint(account, 'ivrcaller');
