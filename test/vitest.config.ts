@@ -23,6 +23,10 @@ export const LOAD_FILES = [
   'test/security/floods.test.ts',
   'test/integration/workers-store-process.test.ts',
   'test/integration/workers.test.ts',
+  // Light files that balance the lanes (each lane runs its files one at a time): the
+  // messaging API's own suite (two API servers, in-process) and call recording (one SIPp).
+  'test/integration/messaging.test.ts',
+  'test/integration/calls-recording.test.ts',
 ];
 
 /**
@@ -42,8 +46,9 @@ export const WAIT_FILES = [
   'test/integration/faults-redis.test.ts',
   'test/integration/fleet-udp-owner.test.ts',
   'test/integration/operability.test.ts',
-  // A campaign paced at 50 messages/s for 40 s (docs/messaging-catalog.md).
+  // Campaigns paced at 200 and 50 messages/s (docs/messaging-catalog.md).
   'test/integration/messaging-catalog.test.ts',
+  'test/integration/messaging-campaign-server.test.ts',
 ];
 
 /**
