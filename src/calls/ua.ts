@@ -19,6 +19,7 @@ import { parseMessage } from '../sip/parser.js';
 import { buildResponse, serializeMessage } from '../sip/response.js';
 import type { Flow } from '../transport/types.js';
 import { HANGUP_CAUSE_HEADER } from '../routing/origin.js';
+import type { StoredDialog } from '../store/live-calls/live-calls.js';
 
 /** How the UA reaches the router (app.ts wires `router.inject`). */
 export interface UaHost {
@@ -46,18 +47,7 @@ export interface LegEvents {
 export type LegState = 'idle' | 'calling' | 'early' | 'confirmed' | 'terminated';
 
 /** What another process needs to end this leg's dialog (kept with the live call). */
-export interface DialogSnapshot {
-  legId: string;
-  callId: string;
-  localTag: string;
-  remoteTag: string | null;
-  from: string;
-  to: string;
-  requestUri: string;
-  remoteTarget: string | null;
-  routes: string[];
-  cseq: number;
-}
+export type DialogSnapshot = StoredDialog;
 
 let counter = 0;
 const rid = (): string => `${randomBytes(6).toString('hex')}${(++counter).toString(36)}`;

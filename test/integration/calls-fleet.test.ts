@@ -15,7 +15,8 @@ import { makeTestCa, type TestCa } from '../support/test-ca.js';
 import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { freePort } from '../support/ports.mjs';
-import { runSipp, type SippRun } from '../support/sipp.js';
+import type { SippRun } from '../support/sipp.js';
+import { registeredPhone } from '../support/calls-harness.js';
 import { until } from '../support/wait.js';
 
 describe('placed calls across two nodes', () => {
@@ -62,27 +63,8 @@ describe('placed calls across two nodes', () => {
   const live = async (e: Edge): Promise<string[]> => ((await e.api(account, 'GET', `${path()}?status=live`)).json.calls as string[]) ?? [];
 
   /** A SIPp phone registered through node B (UDP), answering `calls` calls and waiting for their BYEs. */
-  const phone = async (e: Endpoint, calls: number, sinkPort?: number): Promise<{ run: Promise<SippRun> }> => {
-    const localPort = await freePort();
-    const users = [{ user: e.username, domain: account.sipDomain, password: e.password }];
-    const reg = await runSipp({ scenario: 'register.xml', port: b.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 });
-    expect(reg.code, reg.errors).toBe(0);
-    const sink = sinkPort ?? (await freePort());
-    const run = runSipp({
-      scenario: 'api-call-uas.xml',
-      port: b.server.ports.udp as number,
-      transport: 'udp',
-      users,
-      calls,
-      localPort,
-      keys: { sink_port: sink },
-      recvTimeoutMs: null,
-      traceMessages: true,
-      timeoutMs: 90_000,
-      extraArgs: ['-mp', String(await freePort())],
-    });
-    return { run };
-  };
+  const phone = async (e: Endpoint, calls: number, sinkPort?: number): Promise<{ run: Promise<SippRun> }> =>
+    registeredPhone(b, account, e, 'api-call-uas.xml', { sinkPort: sinkPort ?? (await freePort()), calls, timeoutMs: 90_000 });
   const place = async (on: Edge, from: Endpoint, to: Endpoint): Promise<void> => {
     const r = await on.api(account, 'POST', path(), {
       from: `sip:${from.username}@${account.sipDomain}`,

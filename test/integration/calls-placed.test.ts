@@ -10,7 +10,6 @@
  *   action URL gets Digits=2 and its XML Dials a second SIPp endpoint; the phone's RTP then
  *   reaches the second endpoint's media address through rtpengine (the legs are bridged).
  */
-import { createSocket, type Socket } from 'node:dgram';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,22 +22,11 @@ import { makeTestCa, type TestCa } from '../support/test-ca.js';
 import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
 import { freePort } from '../support/ports.mjs';
 import { runSipp, type SippRun } from '../support/sipp.js';
+import { registeredPhone, rtpSink } from '../support/calls-harness.js';
 import { until } from '../support/wait.js';
 import { wavDurationMs } from '../../src/voicexml/tts.js';
 
 const ADMIN = 'calls-placed-admin-token-0123456789';
-
-/** A UDP socket standing for a phone's media address: the arrival time of every RTP packet. */
-async function rtpSink(): Promise<{ port: number; times: number[]; socket: Socket }> {
-  const socket = createSocket('udp4');
-  const times: number[] = [];
-  socket.on('message', (m) => {
-    // RTP version 2, not RTCP (payload types 200-204 with the marker bit read as part of PT).
-    if (m.length >= 12 && m[0] >> 6 === 2 && !(m[1] >= 200 && m[1] <= 204)) times.push(Date.now());
-  });
-  await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
-  return { port: socket.address().port, times, socket };
-}
 
 describe('calls placed by the API run their application on rtpengine', () => {
   let ca: TestCa;
@@ -102,29 +90,7 @@ describe('calls placed by the API run their application on rtpengine', () => {
   const base = (): string => `/api/v1/Account/${account.authId}`;
 
   /** A SIPp phone registered as `e`, answering one call with `scenario`; its media goes to `sinkPort`. */
-  const phone = async (e: Endpoint, scenario: string, sinkPort: number, pauseMs = 0): Promise<{ run: Promise<SippRun> }> => {
-    const mediaPort = await freePort();
-    const localPort = await freePort();
-    // Registered first (SIPp maps messages to calls by Call-ID, so the REGISTER and the
-    // edge's INVITE cannot share one scenario), then the UAS on the same port.
-    const reg = await runSipp({ scenario: 'register.xml', port: edge.server.ports.udp as number, transport: 'udp', users: [{ user: e.username, domain: account.sipDomain, password: e.password }], localPort, timeoutMs: 15_000 });
-    expect(reg.code, reg.errors).toBe(0);
-    const run = runSipp({
-      localPort,
-      scenario,
-      port: edge.server.ports.udp as number,
-      transport: 'udp',
-      users: [{ user: e.username, domain: account.sipDomain, password: e.password }],
-      calls: 1,
-      keys: { sink_port: sinkPort },
-      pauseMs,
-      recvTimeoutMs: null,
-      traceMessages: true,
-      timeoutMs: 60_000,
-      extraArgs: ['-mp', String(mediaPort)],
-    });
-    return { run };
-  };
+  const phone = (e: Endpoint, scenario: string, sinkPort: number, pauseMs = 0): Promise<{ run: Promise<SippRun> }> => registeredPhone(edge, account, e, scenario, { sinkPort, pauseMs });
 
   it('Speak + Play + Hangup: RTP to the phone for as long as the prompts, then a BYE; the Hangup callback and the CDR agree', async () => {
     const callee = await edge.newEndpoint(account, 'apicallee1');

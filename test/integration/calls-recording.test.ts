@@ -18,7 +18,6 @@
  * - two nodes on one Redis: the Record API on node A for a call node B runs (a fleet
  *   notice), the recording stored in Redis by B, served by A.
  */
-import { createSocket, type Socket } from 'node:dgram';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,19 +29,9 @@ import { makeTestCa, type TestCa } from '../support/test-ca.js';
 import { startRtpengine, type RtpengineHandle } from '../support/rtpengine.mjs';
 import { startRedis, type RedisServerHandle } from '../support/redis-server.mjs';
 import { freePort } from '../support/ports.mjs';
-import { runSipp, type SippRun } from '../support/sipp.js';
+import type { SippRun } from '../support/sipp.js';
+import { registeredPhone, rtpSink } from '../support/calls-harness.js';
 import { until } from '../support/wait.js';
-
-/** A UDP socket standing for a phone's media address: the arrival time of every RTP packet rtpengine sends the phone. */
-async function rtpSink(): Promise<{ port: number; times: number[]; socket: Socket }> {
-  const socket = createSocket('udp4');
-  const times: number[] = [];
-  socket.on('message', (m) => {
-    if (m.length >= 12 && m[0]! >> 6 === 2 && !(m[1]! >= 200 && m[1]! <= 204)) times.push(Date.now());
-  });
-  await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
-  return { port: socket.address().port, times, socket };
-}
 
 /**
  * A 16-bit mono PCM WAV's figures: rate, channels, samples, RMS level, and `heard`: the
@@ -117,16 +106,7 @@ describe('calls placed by the API are recorded (rtpengine pcap → WAV, served b
     fetch(edge.base + path, { headers: auth ? { 'x-auth-id': auth.authId, 'x-auth-token': auth.authToken } : {} });
 
   /** A SIPp phone registered as `e`, answering one call with `scenario`; rtpengine's media to it goes to `sinkPort`. */
-  const phone = async (e: Endpoint, scenario: string, sinkPort: number): Promise<{ run: Promise<SippRun> }> => {
-    const mediaPort = await freePort();
-    const localPort = await freePort();
-    const users = [{ user: e.username, domain: account.sipDomain, password: e.password }];
-    const reg = await runSipp({ scenario: 'register.xml', port: edge.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 });
-    expect(reg.code, reg.errors).toBe(0);
-    const run = runSipp({ localPort, scenario, port: edge.server.ports.udp as number, transport: 'udp', users, calls: 1, keys: { sink_port: sinkPort }, recvTimeoutMs: null, traceMessages: true, timeoutMs: 60_000, extraArgs: ['-mp', String(mediaPort)] });
-    await edge.waitBindings(e, 1);
-    return { run };
-  };
+  const phone = (e: Endpoint, scenario: string, sinkPort: number): Promise<{ run: Promise<SippRun> }> => registeredPhone(edge, account, e, scenario, { sinkPort });
 
   const place = async (callee: Endpoint, caller: Endpoint, answer: string): Promise<void> => {
     const r = await edge.api(account, 'POST', `${base()}/Call/`, { from: `sip:${caller.username}@${account.sipDomain}`, to: `sip:${callee.username}@${account.sipDomain}`, answer_url: url(answer) });
@@ -353,12 +333,8 @@ describe('recording across two nodes (one Redis, one rtpengine and recording dir
     const base = `/api/v1/Account/${account.authId}`;
     const callee = await a.newEndpoint(account, 'fleetreccallee');
     const caller = await a.newEndpoint(account, 'fleetreccaller');
-    const localPort = await freePort();
-    const users = [{ user: callee.username, domain: account.sipDomain, password: callee.password }];
-    expect((await runSipp({ scenario: 'register.xml', port: b.server.ports.udp as number, transport: 'udp', users, localPort, timeoutMs: 15_000 })).code).toBe(0);
     const sink = await rtpSink();
-    const run = runSipp({ scenario: 'api-call-uas-record.xml', port: b.server.ports.udp as number, transport: 'udp', users, calls: 1, localPort, keys: { sink_port: sink.port }, recvTimeoutMs: null, traceMessages: true, timeoutMs: 60_000, extraArgs: ['-mp', String(await freePort())] });
-    await b.waitBindings(callee, 1);
+    const { run } = await registeredPhone(b, account, callee, 'api-call-uas-record.xml', { sinkPort: sink.port });
     const placed = await b.api(account, 'POST', `${base}/Call/`, { from: `sip:${caller.username}@${account.sipDomain}`, to: `sip:${callee.username}@${account.sipDomain}`, answer_url: `https://127.0.0.1:${app.port}/answer` });
     expect(placed.status, JSON.stringify(placed.json)).toBe(201);
     const answer = await until('the answer_url request', async () => app.requests.find((q) => q.url.startsWith('/answer')), 15_000);
