@@ -217,7 +217,7 @@ function multipartError(err: unknown, maxBytes: number): unknown {
 }
 
 /** Register the messaging catalog routes. */
-export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiContext, catalog: MessagingCatalog): void {
+export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiContext, catalog: MessagingCatalog, limit?: (req: FastifyRequest, reply: FastifyReply) => Promise<void>): void {
   // The messaging paths name no account: authenticate here, after the guard's 429/406 and before the body.
   const authenticate: preParsingAsyncHookHandler = async (req, _reply, payload) => {
     const p = await ctx.auth.authenticate(req);
@@ -227,8 +227,9 @@ export function registerMessagingCatalogRoutes(app: FastifyInstance, ctx: ApiCon
     req.principal = p;
     return payload;
   };
-  const config = { access: 'public' as const };
-  const opts = { config, preParsing: authenticate };
+  // The messaging rate limit (shared with the core's routes) when given; else the server's own.
+  const config = limit ? { access: 'public' as const, rateLimit: false as const } : { access: 'public' as const };
+  const opts = limit ? { config, preParsing: authenticate, onRequest: limit } : { config, preParsing: authenticate };
   const B = MESSAGING_BASE;
   const owner = (req: FastifyRequest): string => customerOf(req).subAccount?.authId ?? customerOf(req).account.authId;
   const idOf = (req: FastifyRequest): string => String((req.params as Record<string, unknown>).id ?? '');

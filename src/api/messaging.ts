@@ -207,22 +207,7 @@ function sendInput(b: Record<string, unknown>): SendInput {
  */
 export async function registerMessagingRoutes(app: FastifyInstance, ctx: ApiContext, messaging: Messaging, rateKey: (req: FastifyRequest) => string, o: { numbers?: boolean } = {}): Promise<void> {
   const m = messaging;
-  const limit = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    let v;
-    try {
-      v = await m.rateLimiter.hit(rateKey(req));
-    } catch (err) {
-      // Redis down: serve (the stores answer 503 on their own) rather than refuse everyone.
-      req.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'messaging rate limit not checked');
-      return;
-    }
-    reply.header('x-ratelimit-limit', String(v.limit));
-    reply.header('x-ratelimit-remaining', String(v.remaining));
-    reply.header('x-ratelimit-reset', String(v.resetS));
-    if (!v.allowed) {
-      throw new ApiError(429, 'rate_limited', `Messaging rate limit of ${v.limit} requests per ${v.window.name} exceeded; retry in ${v.resetS} seconds.`, {}, false, { 'retry-after': String(v.resetS) });
-    }
-  };
+  const limit = messagingRateLimit(m, rateKey);
   const config = { access: 'parent' as const, rateLimit: false as const };
   const opts = { config, onRequest: limit };
   const authOf = (req: FastifyRequest): string => customerOf(req).account.authId;
@@ -367,4 +352,28 @@ export async function registerMessagingRoutes(app: FastifyInstance, ctx: ApiCont
       await reply.code(200).send({ api_id: req.id, received: r.outcome.messages, statuses: r.outcome.statuses, duplicates: r.outcome.duplicates });
     });
   });
+}
+
+/**
+ * The messaging rate limit (1,000/min, 100k/h, 1M/day per API key, shared by the fleet) as an
+ * onRequest hook: X-RateLimit-* on every answer, 429 + Retry-After past it. Every
+ * `/v1/messaging/*` route takes it (the catalog's too), except Meta's webhook.
+ */
+export function messagingRateLimit(m: Messaging, rateKey: (req: FastifyRequest) => string): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
+  return async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    let v;
+    try {
+      v = await m.rateLimiter.hit(rateKey(req));
+    } catch (err) {
+      // Redis down: serve (the stores answer 503 on their own) rather than refuse everyone.
+      req.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'messaging rate limit not checked');
+      return;
+    }
+    reply.header('x-ratelimit-limit', String(v.limit));
+    reply.header('x-ratelimit-remaining', String(v.remaining));
+    reply.header('x-ratelimit-reset', String(v.resetS));
+    if (!v.allowed) {
+      throw new ApiError(429, 'rate_limited', `Messaging rate limit of ${v.limit} requests per ${v.window.name} exceeded; retry in ${v.resetS} seconds.`, {}, false, { 'retry-after': String(v.resetS) });
+    }
+  };
 }

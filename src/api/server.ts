@@ -50,7 +50,7 @@ import { createSecretBox } from '../security/secret-box.js';
 import type { CallControl } from '../calls/control.js';
 import { registerCallRoutes } from './calls.js';
 import { createMessaging, type Messaging } from '../messaging/index.js';
-import { registerMessagingRoutes } from './messaging.js';
+import { messagingRateLimit, registerMessagingRoutes } from './messaging.js';
 import type { MessagingCatalog } from '../messaging/catalog/index.js';
 import { registerMessagingCatalogRoutes } from './messaging-catalog.js';
 
@@ -378,6 +378,6 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   registerKycSessionRoutes(app, ctx);
   registerCallRoutes(app, ctx);
   await registerMessagingRoutes(app, ctx, messaging, rateLimitKey, { numbers: !deps.messagingCatalog });
-  if (deps.messagingCatalog) registerMessagingCatalogRoutes(app, ctx, deps.messagingCatalog);
+  if (deps.messagingCatalog) registerMessagingCatalogRoutes(app, ctx, deps.messagingCatalog, messagingRateLimit(messaging, rateLimitKey));
   return app;
 }

@@ -112,4 +112,15 @@ describe('a sip messaging channel between the API and a SIP.js phone', () => {
     expect(bodies.some(([d, b]) => d === 'inbound' && String(b).includes('When will it arrive'))).toBe(true);
     expect(bodies.some(([d, b]) => d === 'outbound' && String(b).includes('Your order has shipped'))).toBe(true);
   }, 60_000);
+
+  it('the messaging rate limit covers every /v1/messaging route, the catalog\'s too (X-RateLimit-* from one budget per key)', async () => {
+    const headers = { accept: 'application/json', 'x-auth-id': account.authId, 'x-auth-token': account.authToken };
+    const one = await fetch(`${edge.base}/v1/messaging/contacts`, { headers });
+    const two = await fetch(`${edge.base}/v1/messaging/channels`, { headers });
+    expect(one.status).toBe(200);
+    expect(one.headers.get('x-ratelimit-limit')).toBe('1000');
+    expect(two.headers.get('x-ratelimit-limit')).toBe('1000');
+    // The two routes draw on the same minute's budget.
+    expect(Number(one.headers.get('x-ratelimit-remaining')) - Number(two.headers.get('x-ratelimit-remaining'))).toBe(1);
+  });
 });
