@@ -12,7 +12,7 @@
 //        edge-redis-dgram,edge-redis-native] [--rates=1000,6000] [--step=10] [--warm=4]
 //        [--repeat=2] [--ladder] [--ladder-rates=4000,6000,8000,10000,12000,14000,16000]
 //        [--users=10000] [--sources=call|process] [--node=…] [--nice=-10] [--no-build]
-//        [--shed-ms=300] (system edge-memory-native-shed: SIP_UDP_SHED_AGE_MS)
+//        [--shed-ms=300] (systems edge-memory-native-shed, edge-redis-native-shed: SIP_UDP_SHED_AGE_MS)
 //
 // Writes bench/results/<date>-<time>-udp-engine.{md,json}. Never part of `npm test`.
 import { execFileSync, execSync } from 'node:child_process';
@@ -64,6 +64,7 @@ const SYSTEMS = {
   'edge-memory-native-shed': { kind: 'edge', store: 'memory', engine: 'native', shed: true, label: 'edge embedded, native, SIP_UDP_SHED_AGE_MS' },
   'edge-redis-dgram': { kind: 'edge', store: 'redis', engine: 'dgram', workers: true, label: 'edge on Redis (2 workers), node:dgram' },
   'edge-redis-native': { kind: 'edge', store: 'redis', engine: 'native', workers: true, label: 'edge on Redis (2 workers), native engine' },
+  'edge-redis-native-shed': { kind: 'edge', store: 'redis', engine: 'native', workers: true, shed: true, label: 'edge on Redis (2 workers), native, SIP_UDP_SHED_AGE_MS' },
 };
 
 /** CPU µs per registration: (server + Redis) % of one core × 10,000 / registrations per second. */
