@@ -16,8 +16,9 @@ RUN rm -rf src/transport/native/build && npm run build && mkdir -p src/transport
 
 FROM node:26-bookworm-slim
 # openssl makes the development certificate when TLS_CERT_FILE/TLS_KEY_FILE are not given;
-# redis-server is the node's store process when SIP_WORKERS > 1 and no Redis is configured.
-RUN apt-get update && apt-get install -y --no-install-recommends openssl ca-certificates redis-server && rm -rf /var/lib/apt/lists/*
+# redis-server is the node's store process when SIP_WORKERS > 1 and no Redis is configured;
+# flite speaks the Speak verb of placed calls (docs/calls.md; rtpengine plays its files).
+RUN apt-get update && apt-get install -y --no-install-recommends openssl ca-certificates redis-server flite && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production SIP_HOST=:: HTTP_HOST=::
 COPY --from=build /app/node_modules ./node_modules

@@ -6,7 +6,8 @@
 # iproute2 (`ip netns`, `tc`: the network namespace of test/integration/flow-liveness.test.ts),
 # rtpengine-daemon (the media relay of test/integration/rtpengine-ng.test.ts, run in userspace mode
 # by test/support/rtpengine.mjs: no kernel module; its packaged service is not used), gcc and
-# libc6-dev (npm ci builds the native UDP engine with them, so its tests run);
+# libc6-dev (npm ci builds the native UDP engine with them, so its tests run), flite (the
+# text-to-speech of the Calls API's Speak verb, docs/calls.md; the placed-call tests hear it);
 # then the current Node LTS binary (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ -x /usr/bin/rtpengine ] || need+=(rtpengine-daemon)
 # A C compiler and libc headers: npm ci builds the batched UDP engine (docs/udp-engine.md).
 { command -v cc && [ -f /usr/include/stdio.h ]; } >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# Text to speech of placed calls' Speak verb (TTS_ENGINE=flite, docs/calls.md).
+command -v flite >/dev/null 2>&1 || need+=(flite)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""
