@@ -62,8 +62,8 @@ export interface Config {
   /**
    * SIP_UDP_SHED_AGE_MS (docs/udp-engine.md "Overload"): the native engine drops, unparsed,
    * a datagram that waited longer than this in the socket's receive queue; 0 = never
-   * (node:dgram cannot tell a datagram's age). @default 300 (an overloaded edge keeps
-   * answering instead of collapsing under retransmissions: docs/udp-engine.md "Overload")
+   * (node:dgram cannot tell a datagram's age). @default 0 (300 is measured to keep an
+   * overloaded edge on Redis answering: docs/udp-engine.md "Overload")
    */
   udpShedAgeMs: number;
   /** @default 5060 */ tcpPort: PortSetting;
@@ -323,7 +323,7 @@ export const DEFAULTS: Readonly<Omit<Config, 'nodeId' | 'partners' | 'production
   sipAdvertisedHost: null,
   udpPort: 5060,
   udpEngine: 'auto' as UdpEngineSetting,
-  udpShedAgeMs: 300,
+  udpShedAgeMs: 0,
   tcpPort: 5060,
   tlsPort: 5061,
   wsPort: 5066,

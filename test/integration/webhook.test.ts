@@ -334,21 +334,32 @@ describe('the receiver of docs/callbacks.md', () => {
     expect(code.trim().split('\n').length).toBeLessThanOrEqual(13);
     const file = join(ca.dir, 'receiver.mjs');
     writeFileSync(file, code);
-    const port = await freePort();
     const secret = 'docs-receiver-secret-0123';
     let stdout = '';
-    child = spawn(process.execPath, [file], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SECRET: secret, TLS_KEY: ca.serverKeyFile, TLS_CERT: ca.serverCertFile, PORT: String(port) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (stdout += d.toString()));
-    await until('the docs receiver to listen', () =>
-      new Promise<true | undefined>((resolve) => {
-        const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
-        s.on('error', () => resolve(undefined));
-      }),
-    );
+    let port = 0;
+    // A free port can be taken by another lane's process before the receiver binds it: the
+    // receiver then exits (EADDRINUSE) and is started again on another port (three tries).
+    for (let attempt = 1; ; attempt++) {
+      port = await freePort();
+      const c = spawn(process.execPath, [file], {
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SECRET: secret, TLS_KEY: ca.serverKeyFile, TLS_CERT: ca.serverCertFile, PORT: String(port) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child = c;
+      c.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+      c.stderr?.on('data', (d: Buffer) => (stdout += d.toString()));
+      const listening = await until(`the docs receiver to listen (output so far: ${stdout.slice(0, 500)})`, () =>
+        c.exitCode !== null || c.signalCode !== null
+          ? false
+          : new Promise<true | undefined>((resolve) => {
+              const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
+              s.on('error', () => resolve(undefined));
+            }),
+      );
+      if (listening) break;
+      if (attempt >= 3) throw new Error(`the docs receiver exited three times: ${stdout.slice(0, 1000)}`);
+      stdout = '';
+    }
     const url = `https://127.0.0.1:${port}/cb?route=1`;
     const post = await deliverCallback({ url, method: 'POST', params: PARAMS, secret, callbackId: 'docs-1', allowed: LOOPBACK, ca: ca.caCert });
     expect(post).toMatchObject({ ok: true, status: 200 });
