@@ -519,11 +519,6 @@ export class PlacedCall {
     r.stop();
     return true;
   }
-
-  /** The run of the application ended without a Hangup verb (or it failed): the call ends. */
-  async ended_(cause: string): Promise<void> {
-    await this.hangup(cause);
-  }
 }
 
 function fromHeader(plan: LegPlan): string {

@@ -42,7 +42,7 @@ import type { Recorder } from './recorder.js';
 import type { RecordingRecord, RecordingStore } from '../store/recordings/recordings.js';
 
 /** Runs a placed call's voice application once it is answered (wired to voicexml/ in index.ts). */
-export type ApplicationRunner = (call: PlacedCall, app: { answer: UrlTarget; fallback: UrlTarget | null; params: () => Record<string, string> }, svc: CallService) => Promise<string>;
+export type ApplicationRunner = (call: PlacedCall, app: { answer: UrlTarget; fallback: UrlTarget | null; params: () => Record<string, string> }) => Promise<string>;
 
 /** Files rtpengine can play: a downloaded audio URL, a rendered text. */
 export interface Prompts {
@@ -110,11 +110,6 @@ export class CallService implements CallControl {
   /** The proxy's `originated` hook: the leg whose INVITE this is. */
   originated(callId: string): OriginatedCall | null {
     return this.origins.get(callId) ?? null;
-  }
-
-  /** How many calls this process runs (metrics, tests). */
-  get running(): number {
-    return this.calls.size;
   }
 
   // --- CallControl ---------------------------------------------------------------------
@@ -427,7 +422,7 @@ export class CallService implements CallControl {
   private async runApp(call: PlacedCall, answer: UrlTarget, fallback: UrlTarget | null): Promise<void> {
     let cause: string;
     try {
-      cause = await this.o.run(call, { answer, fallback, params: () => this.params(call) }, this);
+      cause = await this.o.run(call, { answer, fallback, params: () => this.params(call) });
     } catch (err) {
       this.o.log.error({ call: call.callUuid, err }, 'voice application failed');
       cause = 'APPLICATION_ERROR';

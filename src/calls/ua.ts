@@ -160,12 +160,6 @@ export class SipLeg {
     await this.inDialog('BYE', headers, Buffer.alloc(0), 2000);
   }
 
-  /** Sends SIP INFO with a DTMF digit (application/dtmf-relay). */
-  async infoDigit(digit: string, durationMs = 160): Promise<void> {
-    if (this.state !== 'confirmed') return;
-    await this.inDialog('INFO', [{ name: 'content-type', value: 'application/dtmf-relay' }], Buffer.from(`Signal=${digit}\r\nDuration=${durationMs}\r\n`), 2000);
-  }
-
   snapshot(): DialogSnapshot {
     return {
       legId: this.id,
@@ -434,10 +428,6 @@ export class UserAgent {
 
   forget(leg: SipLeg): void {
     this.legs.delete(leg.id);
-  }
-
-  get size(): number {
-    return this.legs.size;
   }
 
   flowOf(legId: string): Flow {
