@@ -274,14 +274,14 @@ export class FleetRegistry {
       if (sleeping.length > 0) await this.#o.sleep?.(aor, sleeping);
     }
     await redis.del(flows);
+    this.#o.onReaped?.(removed);
+    log.info({ process: dead.id, node: dead.node, silentMs: Date.now() - dead.seen, bindings: removed }, 'fleet: process dead; its flow bindings removed (unregistered)');
     try {
       await this.#o.onDead?.(dead.id);
     } catch (err) {
       log.warn({ process: dead.id, err: err instanceof Error ? err.message : String(err) }, 'fleet: calls of a dead process not all ended');
     }
     await redis.hdel(this.#procs, dead.id);
-    this.#o.onReaped?.(removed);
-    log.info({ process: dead.id, node: dead.node, silentMs: Date.now() - dead.seen, bindings: removed }, 'fleet: process dead; its flow bindings removed (unregistered)');
   }
 
   #flowsKey(id: string): string {

@@ -170,7 +170,9 @@ describe('rated and billed calls, prepaid enforcement', () => {
     const [r1, r2] = await Promise.all(runs);
     completed(r1 as SippResult, 'caller 1 (BYE received)');
     completed(r2 as SippResult, 'caller 2 (BYE received)');
-    // On the wire at the carrier: each call's INVITE, then the edge's BYE ~15 s later.
+    // On the wire at the carrier: each call's INVITE, then the edge's BYE ~15 s later (the
+    // carrier's BYE left with the caller's; its arrival here may trail the callers' exits).
+    await until('both BYEs at the carrier', () => (gateway.requests.filter((q) => q.method === 'BYE' && ours(getHeader(q, 'call-id'))).length >= 2 ? true : undefined), 5000);
     const got = gateway.requests.map((q, i) => ({ q, at: gateway.requestTimes[i] as number })).filter((g) => ours(getHeader(g.q, 'call-id')));
     const invites = got.filter((g) => g.q.method === 'INVITE');
     const byes = got.filter((g) => g.q.method === 'BYE');
