@@ -50,7 +50,7 @@ export class CallbackDispatcher {
   readonly #running = new Set<Promise<void>>();
 
   constructor(o: CallbackDispatcherOptions) {
-    this.#o = { pollMs: 250, leaseMs: 15_000, concurrency: 32, ...o };
+    this.#o = { ...o, pollMs: o.pollMs ?? 250, leaseMs: o.leaseMs ?? 15_000, concurrency: o.concurrency ?? 32 };
   }
 
   start(): void {

@@ -228,7 +228,9 @@ export class SendWorker {
   readonly #mine = new Set<string>();
 
   constructor(o: SendWorkerOptions) {
-    this.#o = { pollMs: 250, leaseMs: 30_000, concurrency: 32, ...o };
+    // `??`, not a spread of defaults: an option passed as undefined keeps its default (a spread
+    // made pollMs undefined, and setInterval(…, undefined) polled the store every millisecond).
+    this.#o = { ...o, pollMs: o.pollMs ?? 250, leaseMs: o.leaseMs ?? 30_000, concurrency: o.concurrency ?? 32 };
   }
 
   start(): void {

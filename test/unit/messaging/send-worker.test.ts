@@ -114,3 +114,25 @@ describe('withStatus', () => {
     expect(withStatus(timedOut, 'sent', 8)).toMatchObject({ status: 'sent', error: null });
   });
 });
+
+describe('SendWorker polling', () => {
+  it('an idle queue is read every 250 ms when no poll interval is given (not every millisecond)', async () => {
+    const store = new MemoryMessagingStore();
+    let claims = 0;
+    const claimSends = store.claimSends.bind(store);
+    store.claimSends = async (...a: Parameters<typeof store.claimSends>) => {
+      claims++;
+      return claimSends(...a);
+    };
+    const m = createMessaging({ config: testConfig(), redis: null, secretBox: box, store, whatsapp: scripted([]), now: Date.now });
+    m.start();
+    try {
+      await new Promise((r) => setTimeout(r, 1100));
+    } finally {
+      await m.close();
+    }
+    // 4 or 5 polls in 1.1 s at 250 ms; the bug this guards against made ~1,000.
+    expect(claims).toBeGreaterThanOrEqual(3);
+    expect(claims).toBeLessThanOrEqual(6);
+  });
+});
