@@ -13,6 +13,10 @@
 //        [--repeat=2] [--ladder] [--ladder-rates=4000,6000,8000,10000,12000,14000,16000]
 //        [--users=10000] [--sources=call|process] [--node=…] [--nice=-10] [--no-build]
 //        [--shed-ms=300] (systems edge-memory-native-shed, edge-redis-native-shed: SIP_UDP_SHED_AGE_MS)
+//        [--sipp-procs=N] (default 2; 16 with --sources=process) [--no-overload] [--no-tcp]
+// With --ladder, after each system's ladder: a step at 1.5× its top sustained rate (issue 27's
+// overload target: it still completes at least its top rate) and a TCP step at half the top
+// (-t t1, one connection per SIPp process: the TCP p99 target).
 //
 // Writes bench/results/<date>-<time>-udp-engine.{md,json}. Never part of `npm test`.
 import { execFileSync, execSync } from 'node:child_process';
@@ -45,7 +49,7 @@ const opts = {
   warmS: Number(option('warm', '4')),
   repeat: Number(option('repeat', '2')),
   ladder: option('ladder', '0') === '1',
-  ladderRates: option('ladder-rates', '4000,6000,8000,10000,12000,14000,16000').split(',').map(Number),
+  ladderRates: option('ladder-rates', '2000,3000,4000,5000,6000,8000,10000,12000,14000,16000').split(',').map(Number),
   users: Number(option('users', '10000')),
   sources: option('sources', 'call'),
   node: option('node', process.env.SIP_EDGE_LTS_NODE ?? (existsSync(lts) ? lts : process.execPath)),
@@ -53,6 +57,12 @@ const opts = {
   build: option('build', '1') === '1',
   edgeWorkers: option('edge-workers', '2'),
   shedMs: option('shed-ms', '300'),
+  // SIPp processes per step: with one socket each (--sources=process) their number is the
+  // number of source ports, which SO_REUSEPORT hashes over the workers.
+  sippProcs: Number(option('sipp-procs', option('sources', 'call') === 'process' ? '16' : '2')),
+  // After the ladder: a step at 1.5× the top (overload) and a TCP step at half the top.
+  overload: option('overload', '1') === '1',
+  tcp: option('tcp', '1') === '1',
 };
 const sippTransport = opts.sources === 'process' ? 'u1' : 'un';
 
@@ -80,7 +90,7 @@ async function withSystem(sys, { redis, users, tmp, preload }, fn) {
   } else {
     if (def.store === 'redis') await redisPipeline(redis.port, 0, [['FLUSHDB']]);
     const env = { SIP_UDP_ENGINE: def.engine, ...(def.workers ? { SIP_WORKERS: opts.edgeWorkers } : {}), ...(def.shed ? { SIP_UDP_SHED_AGE_MS: opts.shedMs } : {}) };
-    server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), listeners: ['udp'], env, node: opts.node });
+    server = await startEdge({ root: ROOT, tmp, name: sys, store: def.store, redisUrl: redis.url(0), listeners: ['udp', 'tcp'], env, node: opts.node });
     const logText = readFileSync(server.logFile, 'utf8');
     const engines = [...logText.matchAll(/"udpEngine":"(\w+)"/g)].map((m) => m[1]);
     if (def.engine === 'native' && !engines.includes('native')) throw new Error(`${sys}: the native engine did not start (log: ${server.logFile})`);
@@ -90,10 +100,10 @@ async function withSystem(sys, { redis, users, tmp, preload }, fn) {
     domain = account.domain;
   }
   const target = { pid: server.pid, ports: server.ports, cpuTree: true };
-  const files = writeInjection(join(tmp, 'inj'), sys, users, domain);
+  const files = writeInjection(join(tmp, 'inj'), sys, users, domain, opts.sippProcs);
   const redisPid = def.store === 'redis' ? redis.pid : null;
-  const step = async (name, rate, seconds) => {
-    const r = await runStep({ sippTransport, root: ROOT, dir: join(tmp, 'steps', `${sys}-${name}`), target, transport: 'udp', rate, seconds, files, preload, extraPids: redisPid ? [redisPid] : [] });
+  const step = async (name, rate, seconds, transport = 'udp') => {
+    const r = await runStep({ sippTransport: transport === 'udp' ? sippTransport : 't1', root: ROOT, dir: join(tmp, 'steps', `${sys}-${name}`), target, transport, rate, seconds, files, preload, extraPids: redisPid ? [redisPid] : [] });
     const s = {
       rate, achieved: r.achieved, ok: r.ok, planned: r.planned, failed: r.failed, retrans: r.retrans, p50: r.p50, p99: r.p99,
       serverCpu: r.serverCpu, redisCpu: redisPid ? r.otherCpu[0] : 0, sippCpu: r.sippCpu, otherJobsCpu: r.foreignCpu, sustained: r.sustained,
@@ -162,7 +172,12 @@ async function main() {
           }
           const top = Math.max(0, ...steps.filter((s) => s.sustained).map((s) => s.rate));
           const half = top > 0 ? await step('half', Math.round(top / 2), opts.stepS) : null;
-          return { steps, top, half };
+          if (half) log(`ladder ${sys} half ${half.rate}/s UDP: p99 ${half.p99?.toFixed(2)} ms`);
+          const overload = top > 0 && opts.overload ? await step('overload', Math.round(top * 1.5), opts.stepS) : null;
+          if (overload) log(`ladder ${sys} overload ${overload.rate}/s: completed ${overload.achieved.toFixed(0)}/s ok ${overload.ok}/${overload.planned} (top ${top}/s)`);
+          const tcpHalf = top > 0 && opts.tcp ? await step('tcp-half', Math.round(top / 2), opts.stepS, 'tcp') : null;
+          if (tcpHalf) log(`ladder ${sys} half ${tcpHalf.rate}/s TCP: achieved ${tcpHalf.achieved.toFixed(0)}/s ok ${tcpHalf.ok}/${tcpHalf.planned} p99 ${tcpHalf.p99?.toFixed(2)} ms`);
+          return { steps, top, half, overload, tcpHalf };
         });
       }
     }
@@ -199,7 +214,7 @@ export function report(res) {
   const { opts: o, machine: m, rounds } = res;
   const lines = [];
   lines.push(`# UDP engines against Kamailio, ${res.date.slice(0, 16).replace('T', ' ')} UTC`, '');
-  lines.push(`node ${m.node}, ${m.cores} × ${m.cpu}, kernel ${m.kernel}, commit ${m.commit}; ${o.repeat} round(s) of ${o.stepS} s steps, ${o.users} users, SIPp ${o.sources === 'call' ? 'one source port per call (-t un)' : 'one socket per process (-t u1)'}; load average ${m.loadavgAtStart.join(' ')} → ${m.loadavgAtEnd?.join(' ')}; ${m.seconds} s.`, '');
+  lines.push(`node ${m.node}, ${m.cores} × ${m.cpu}, kernel ${m.kernel}, commit ${m.commit}; ${o.repeat} round(s) of ${o.stepS} s steps, ${o.users} users, ${o.sippProcs ?? 2} SIPp processes, ${o.sources === 'call' ? 'one source port per call (-t un)' : 'one socket each (-t u1)'}; load average ${m.loadavgAtStart.join(' ')} → ${m.loadavgAtEnd?.join(' ')}; ${m.seconds} s.`, '');
   lines.push('CPU µs per registration = CPU of the server\'s process tree (+ redis-server for the Redis systems) / registrations per second. Ratios are to Kamailio in the same round; "median (min–max)" over the rounds.', '');
   for (const rate of o.rates) {
     lines.push(`## ${int(rate)} registrations/s`, '');
@@ -238,9 +253,28 @@ export function report(res) {
   lines.push('');
   if (Object.keys(res.ladders ?? {}).length) {
     const km = res.ladders['kamailio-memory']?.top;
-    lines.push('## Ladders', '', '| system | top sustained /s | ratio to Kamailio | p99 at half the top (ms) |', '|---|---|---|---|');
-    for (const [sys, l] of Object.entries(res.ladders)) lines.push(`| ${SYSTEMS[sys]?.label ?? sys} | ${int(l.top)} | ${km ? f2(l.top / km) : '–'} | ${f2(l.half?.p99)} |`);
+    lines.push('## Ladders', '', 'Top sustained: the highest step with ≥ 99.9 % ok, ≥ 95 % of the rate and no growing retransmissions. Overload: a step at 1.5× the top; "completed" is registrations that succeeded per second of the step. TCP: `-t t1`, one connection per SIPp process, at half the UDP top.', '');
+    lines.push('| system | top sustained /s | ratio to Kamailio | p99 at half the top, UDP (ms) | overload: offered → completed /s (ok / planned) | p99 at half the top, TCP (ms) (ok / planned) |', '|---|---|---|---|---|---|');
+    for (const [sys, l] of Object.entries(res.ladders)) {
+      const ov = l.overload ? `${int(l.overload.rate)} → ${int(l.overload.achieved)} (${l.overload.ok}/${l.overload.planned})` : '–';
+      const tc = l.tcpHalf ? `${f2(l.tcpHalf.p99)} (${l.tcpHalf.ok}/${l.tcpHalf.planned})` : '–';
+      lines.push(`| ${SYSTEMS[sys]?.label ?? sys} | ${int(l.top)} | ${km ? f2(l.top / km) : '–'} | ${f2(l.half?.p99)} | ${ov} | ${tc} |`);
+    }
     lines.push('');
+    // Issue 27's ladder targets.
+    const tl = [];
+    const redisLadder = ['edge-redis-native', 'edge-redis-native-shed'].filter((x) => res.ladders[x]);
+    for (const sys of redisLadder) if (km) tl.push(`| sustained on Redis (2 workers) ≥ 0.75× Kamailio (${SYSTEMS[sys].label}) | ${f2(res.ladders[sys].top / km)} (${int(res.ladders[sys].top)} vs ${int(km)}/s) | ${res.ladders[sys].top / km >= 0.75 ? 'met' : 'missed'} |`);
+    for (const [sys, l] of Object.entries(res.ladders)) {
+      if (!sys.startsWith('edge') || !l.overload) continue;
+      tl.push(`| overload: at 1.5× its top, completes ≥ its top (${SYSTEMS[sys].label}) | ${int(l.overload.achieved)} of ${int(l.top)}/s | ${l.overload.achieved >= l.top ? 'met' : 'missed'} |`);
+    }
+    for (const [sys, l] of Object.entries(res.ladders)) {
+      if (!sys.startsWith('edge')) continue;
+      if (l.half) tl.push(`| p99 at half the top < 10 ms, UDP (${SYSTEMS[sys].label}) | ${f2(l.half.p99)} ms | ${l.half.p99 < 10 ? 'met' : 'missed'} |`);
+      if (l.tcpHalf) tl.push(`| p99 at half the top < 10 ms, TCP (${SYSTEMS[sys].label}) | ${f2(l.tcpHalf.p99)} ms${l.tcpHalf.sustained ? '' : ' (rate not held)'} | ${l.tcpHalf.p99 < 10 && l.tcpHalf.sustained ? 'met' : 'missed'} |`);
+    }
+    if (tl.length) lines.push('## Issue 27 targets (ladders)', '', '| target | measured | |', '|---|---|---|', ...tl, '');
   }
   return lines.join('\n') + '\n';
 }

@@ -5,7 +5,10 @@
 // per registration. `--strace` adds `strace -c -f` of the same step (syscalls per
 // registration; strace slows the process, so its CPU figure is not comparable).
 //
-//   node bench/udp-profile.mjs [--rate=2000] [--step=10] [--engines=dgram,native] [--top=25] [--strace]
+// `--store=redis` profiles the same single process on a local redis-server (the code a
+// SIP_WORKERS worker runs), and adds Redis's CPU and commands per registration.
+//
+//   node bench/udp-profile.mjs [--rate=2000] [--step=10] [--engines=dgram,native] [--top=25] [--strace] [--store=memory|redis]
 import { execSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -14,6 +17,7 @@ import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edg
 import { buildFineClock, writeInjection, runStep } from './lib/sipp.mjs';
 import { summariseProfile } from './lib/profile.mjs';
 import { sleep } from './lib/proc.mjs';
+import { startRedis } from './lib/redis.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const option = (name, def) => process.argv.slice(2).find((a) => a === `--${name}` || a.startsWith(`--${name}=`))?.split('=')[1] ?? (process.argv.includes(`--${name}`) ? '1' : def);
@@ -28,11 +32,13 @@ mkdirSync(tmp, { recursive: true });
 if (option('build', '1') === '1') execSync('npm run build --silent', { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
 const preload = buildFineClock(ROOT, tmp);
 const users = benchUsers(Number(option('users', '10000')));
+const store = option('store', 'memory');
+const redis = store === 'redis' ? await startRedis(tmp) : null;
 
 for (const engine of engines) {
   const profDir = join(tmp, 'prof');
   const name = `edge-${engine}.cpuprofile`;
-  const edge = await startEdge({ root: ROOT, tmp, name: `edge-${engine}`, store: 'memory', listeners: ['udp'], node: lts, env: { SIP_UDP_ENGINE: engine }, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
+  const edge = await startEdge({ root: ROOT, tmp, name: `edge-${engine}`, store, redisUrl: redis?.url(0), listeners: ['udp'], node: lts, env: { SIP_UDP_ENGINE: engine }, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', name] });
   const account = await createAccount(edge, engine);
   await createEndpoints(edge, account, users, 16);
   const files = writeInjection(join(tmp, 'inj'), engine, users, account.domain);
@@ -43,8 +49,10 @@ for (const engine of engines) {
     strace = spawn('strace', ['-c', '-f', '-p', String(edge.pid), '-o', join(tmp, `${engine}.strace`)], { stdio: 'ignore' });
     await sleep(500);
   }
+  if (redis) await redis.cmd('CONFIG', 'RESETSTAT');
   const t0 = Date.now();
-  const s = await runStep({ root: ROOT, dir: join(tmp, `${engine}-step`), target, transport: 'udp', rate, seconds: stepS, files, preload, sippTransport: 'u1' });
+  const s = await runStep({ root: ROOT, dir: join(tmp, `${engine}-step`), target, transport: 'udp', rate, seconds: stepS, files, preload, sippTransport: 'u1', extraPids: redis ? [redis.pid] : [] });
+  const commands = redis ? String(await redis.cmd('INFO', 'commandstats')) : '';
   const t1 = Date.now();
   if (strace) {
     strace.kill('SIGINT');
@@ -56,6 +64,13 @@ for (const engine of engines) {
   console.log(`\n## ${engine}: ${rate}/s, achieved ${s.achieved.toFixed(0)}/s, ok ${s.ok}/${s.planned}, p99 ${s.p99.toFixed(2)} ms, server ${s.serverCpu.toFixed(0)} % → ${us.toFixed(0)} µs CPU per registration${withStrace ? ' (under strace)' : ''}`);
   const p = summariseProfile(join(profDir, name), { root: ROOT, top, window: [tEnd - t0, tEnd - t1] }); // ms before the end
   console.log(`profile: ${(p.totalMs ?? 0).toFixed(0)} ms sampled in the step`);
+  if (redis) {
+    console.log(`redis-server: ${s.otherCpu[0].toFixed(0)} % → ${((s.otherCpu[0] * 1e4) / s.achieved).toFixed(0)} µs CPU per registration; commands per registration (Lua's own included):`);
+    console.log('| command | per registration | µs each |\n|---|---|---|');
+    for (const m of commands.matchAll(/cmdstat_(\S+):calls=(\d+),usec=(\d+)/g)) {
+      if (Number(m[2]) / s.ok >= 0.05) console.log(`| ${m[1]} | ${(Number(m[2]) / s.ok).toFixed(2)} | ${(Number(m[3]) / Number(m[2])).toFixed(1)} |`);
+    }
+  }
   console.log('| module | self % |\n|---|---|');
   for (const m of p.modules.slice(0, 12)) console.log(`| ${m.module} | ${m.pct.toFixed(1)} |`);
   console.log('\n| function | where | self % |\n|---|---|---|');
@@ -74,3 +89,4 @@ for (const engine of engines) {
   }
 }
 rmSync(join(tmp, 'inj'), { recursive: true, force: true });
+await redis?.stop();
