@@ -203,4 +203,53 @@ describe('Registrar flows shared by several endpoints (issue 28 item 3)', () => 
     expect(registrar.endpointRemoved({ domain: DOMAIN, user: 'bob' })).toBe(1);
     expect(closed).toEqual(['tcp/tcp-1']);
   });
+
+  it('a flow carrying several AORs is held until the latest of their bindings, as REGISTERs lengthen, shorten and remove them', async () => {
+    const credentials = new MemoryCredentialStore();
+    const users = ['alice', 'bob', 'carol'];
+    for (const u of users) await credentials.put(DOMAIN, u, deriveCredential(`ep-${u}`, u, DOMAIN, `${u}-secret-1`));
+    const now = 1_700_000_000_000;
+    const held: number[] = [];
+    const registrar = new Registrar({
+      store: new MemoryLocationStore(),
+      auth: new DigestAuthenticator({ credentials, nonces: new NonceManager({ secret: Buffer.from('unit-test-nonce-secret-0123456789'), ttlSeconds: 300 }), algorithms: ['MD5'] }),
+      policy: { minExpires: 60, maxExpires: 7200, defaultExpires: 3600, clampMinExpires: false, maxContacts: 10 },
+      sipDomain: 'sip.localhost',
+      nodeId: 'unit',
+      log: createLogger('silent'),
+      now: () => now,
+      onFlowHeld: (_flow, until) => held.push(until),
+    });
+    const flow = { transport: 'tcp' as const, remoteAddress: '192.0.2.7', remotePort: 40000, localAddress: '127.0.0.1', localPort: 5060, connId: 'tcp-1' };
+    let cseq = 0;
+    const send = (text: string) => {
+      const p = parseMessage(Buffer.from(text));
+      if (!p.ok || p.msg.kind !== 'request') throw new Error('bad test message');
+      const req = p.msg as SipRequest;
+      const via = parseVia(getHeaders(req, 'via')[0] as string);
+      if (!via) throw new Error('bad via');
+      return registrar.handle({ req, flow, callId: getHeader(req, 'call-id') as string, cseq: parseCSeq(getHeader(req, 'cseq') as string) as NonNullable<ReturnType<typeof parseCSeq>>, via, received: 'sip:192.0.2.7:40000;transport=tcp' });
+    };
+    /** A REGISTER of `user` over the flow; what the flow is held until after it. */
+    const reg = async (user: string, expires: number): Promise<number | undefined> => {
+      const base: RegisterSpec = { transport: 'TCP', user, domain: DOMAIN, viaHost: '192.0.2.7', viaPort: 40000, callId: `c-${user}`, cseq: ++cseq, expires };
+      const first = await send(registerMessage(base));
+      const challenge = first.headers.find(([n]) => n === 'WWW-Authenticate')?.[1] as string;
+      const r = await send(registerMessage({ ...base, cseq: ++cseq, authorization: authorize(challenge, { user, password: `${user}-secret-1`, method: 'REGISTER', uri: `sip:${DOMAIN}` }) }));
+      expect(r.status).toBe(200);
+      return held.at(-1);
+    };
+    expect(await reg('alice', 3600)).toBe(now + 3600_000);
+    expect(await reg('bob', 120)).toBe(now + 3600_000);
+    expect(await reg('carol', 600)).toBe(now + 3600_000);
+    // The latest one goes: the flow is held until the next latest (carol's 600 s).
+    expect(await reg('alice', 0)).toBe(now + 600_000);
+    // One that is not the latest lengthens past it, then another shortens: the latest stays.
+    expect(await reg('bob', 1800)).toBe(now + 1800_000);
+    expect(await reg('carol', 60)).toBe(now + 1800_000);
+    // The latest shortens below another: that other one now.
+    expect(await reg('bob', 60)).toBe(now + 60_000);
+    expect(await reg('bob', 0)).toBe(now + 60_000);
+    expect(await reg('carol', 0)).toBe(0);
+  });
 });
