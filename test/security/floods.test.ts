@@ -250,6 +250,8 @@ describe('floods and slow senders (real server)', () => {
 
   it('bounds the transactions remembered for retransmissions: past the cap new UDP requests are dropped unread, streams still served', async () => {
     const c = await udp('127.0.0.9'); // trusted: no rate limit
+    // Entries of earlier tests still held (they age out in 8-16 s) take part of the cap.
+    const held = metric(await metrics(), 'sip_server_transactions');
     let answered = 0;
     const waits: Array<Promise<unknown>> = [];
     for (let i = 0; i < MAX_TRANSACTIONS + 300; i++) {
@@ -259,10 +261,11 @@ describe('floods and slow senders (real server)', () => {
     }
     await Promise.all(waits);
     const m = await metrics();
-    // Entries of earlier tests count too, and age out (8-16 s) while this runs.
+    console.log(`transaction cap ${MAX_TRANSACTIONS}: ${held} held before the burst, ${answered} of ${MAX_TRANSACTIONS + 300} answered`);
+    // What earlier tests held counts too (and may age out while this runs).
     expect(metric(m, 'sip_server_transactions')).toBeLessThanOrEqual(MAX_TRANSACTIONS);
     expect(answered).toBeLessThanOrEqual(MAX_TRANSACTIONS);
-    expect(answered).toBeGreaterThan(MAX_TRANSACTIONS - 200);
+    expect(answered).toBeGreaterThan(MAX_TRANSACTIONS - held - 100);
     expect(metric(m, 'sip_dropped_messages_total', { reason: 'overload' })).toBe(MAX_TRANSACTIONS + 300 - answered);
     const s = await connect(server.ports.tcp as number, '127.0.0.46');
     expect(await optionsOverStream(s)).toBe(true);
