@@ -44,23 +44,8 @@ import { buildFineClock, writeInjection, runStep } from './lib/sipp.mjs';
 import { apiBench } from './lib/api.mjs';
 import { wssScale } from './lib/wss.mjs';
 import { summariseProfile } from './lib/profile.mjs';
-import { cpuMeter, have, setNiceness, sleep } from './lib/proc.mjs';
+import { have, setNiceness, settle, sleep } from './lib/proc.mjs';
 
-/**
- * Wait until the server is back at rest after the ladder's last (overloaded) step:
- * its CPU under 5 % of a core over one second, at most `maxS` seconds. The step at
- * half the top rate then measures that rate, not the tail of a recovery.
- */
-async function settle(target, maxS = 30) {
-  const t0 = Date.now();
-  while (Date.now() - t0 < maxS * 1000) {
-    const m = cpuMeter([target.pid], { tree: !!target.cpuTree });
-    m.begin();
-    await sleep(1000);
-    if (m.end() < 5) return (Date.now() - t0) / 1000;
-  }
-  return maxS;
-}
 import { renderReport } from './lib/report.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));

@@ -28,7 +28,7 @@ import { startRedis, redisPipeline } from './lib/redis.mjs';
 import { startEdge, createAccount, createEndpoints, benchUsers } from './lib/edge.mjs';
 import { startKamailio } from './lib/kamailio.mjs';
 import { buildFineClock, writeInjection, runStep } from './lib/sipp.mjs';
-import { setNiceness } from './lib/proc.mjs';
+import { setNiceness, settle } from './lib/proc.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const T0 = Date.now();
@@ -112,7 +112,7 @@ async function withSystem(sys, { redis, users, tmp, preload }, fn) {
     return s;
   };
   try {
-    return await fn({ step });
+    return await fn({ step, settle: () => settle(target) });
   } finally {
     await server.stop(15000);
   }
@@ -157,7 +157,7 @@ async function main() {
     }
     if (opts.ladder) {
       for (const sys of opts.systems) {
-        res.ladders[sys] = await withSystem(sys, { redis, users, tmp, preload }, async ({ step }) => {
+        res.ladders[sys] = await withSystem(sys, { redis, users, tmp, preload }, async ({ step, settle: rest }) => {
           if (opts.warmS > 0) await step('lwarm', 2000, opts.warmS);
           const steps = [];
           let retry = 1;
@@ -171,10 +171,13 @@ async function main() {
             }
           }
           const top = Math.max(0, ...steps.filter((s) => s.sustained).map((s) => s.rate));
+          // Each of these after the server is back at rest (the ladder's last step overloaded it).
+          if (top > 0) await rest();
           const half = top > 0 ? await step('half', Math.round(top / 2), opts.stepS) : null;
           if (half) log(`ladder ${sys} half ${half.rate}/s UDP: p99 ${half.p99?.toFixed(2)} ms`);
           const overload = top > 0 && opts.overload ? await step('overload', Math.round(top * 1.5), opts.stepS) : null;
           if (overload) log(`ladder ${sys} overload ${overload.rate}/s: completed ${overload.achieved.toFixed(0)}/s ok ${overload.ok}/${overload.planned} (top ${top}/s)`);
+          if (top > 0 && opts.tcp) await rest();
           const tcpHalf = top > 0 && opts.tcp ? await step('tcp-half', Math.round(top / 2), opts.stepS, 'tcp') : null;
           if (tcpHalf) log(`ladder ${sys} half ${tcpHalf.rate}/s TCP: achieved ${tcpHalf.achieved.toFixed(0)}/s ok ${tcpHalf.ok}/${tcpHalf.planned} p99 ${tcpHalf.p99?.toFixed(2)} ms`);
           return { steps, top, half, overload, tcpHalf };

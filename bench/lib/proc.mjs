@@ -250,3 +250,20 @@ export function jsonLogLine(file, msg) {
   }
   return null;
 }
+
+/**
+ * Wait until a server is back at rest after an overloaded step: its CPU (`target.pid`, its
+ * process tree when `target.cpuTree`) under 5 % of a core over one second, at most `maxS`
+ * seconds; returns the seconds waited. The next step then measures its own rate, not the
+ * tail of a recovery.
+ */
+export async function settle(target, maxS = 30) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < maxS * 1000) {
+    const m = cpuMeter([target.pid], { tree: !!target.cpuTree });
+    m.begin();
+    await sleep(1000);
+    if (m.end() < 5) return (Date.now() - t0) / 1000;
+  }
+  return maxS;
+}
