@@ -273,9 +273,14 @@ describe.each([
     // The first attempt fails (a retry is due 2 s later) or hangs (the node is killed while it waits).
     plan.set('/pending/hangup', [500]);
     plan.set('/midway/hangup', [0]);
-    await call('pending', 'call-uas-busy.xml', 'call-uac-busy.xml');
+    // The hanging one first (it hangs for CALLBACK_TIMEOUT, 2 s), then the failing one, whose
+    // retry is due 0.5 s after its failure: the node is killed as soon as that failure is
+    // seen (placing the second call could take longer than 0.5 s on a loaded machine, so the
+    // failing call goes second).
     await call('midway', 'call-uas-busy.xml', 'call-uac-busy.xml');
-    await until('both first attempts', () => (at('pending', 'hangup').length === 1 && at('midway', 'hangup').length === 1 ? true : undefined), 10_000);
+    await until('the first attempt that hangs', () => (at('midway', 'hangup').length === 1 ? true : undefined), 10_000);
+    await call('pending', 'call-uas-busy.xml', 'call-uac-busy.xml');
+    await until('both first attempts', () => (at('pending', 'hangup').length === 1 && at('midway', 'hangup').length === 1 ? true : undefined), 10_000, 10);
     const dead = edge;
     await dead.server.stop('SIGKILL');
     edge = await startEdge(env());
