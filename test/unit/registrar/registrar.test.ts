@@ -157,11 +157,14 @@ describe('Registrar.handle (RFC 3261 §10.3)', () => {
 });
 
 describe('Registrar flows shared by several endpoints (issue 28 item 3)', () => {
-  it('removing one endpoint of two on a TCP flow keeps the flow but re-holds it only until the other\'s bindings end; removing the last closes it', async () => {
+  const now = 1_700_000_000_000;
+  /**
+   * A registrar whose REGISTERs all arrive over one TCP flow from 192.0.2.7, for endpoints
+   * `users` (password `<user>-secret-1`); `reg` answers a challenge once and expects 200.
+   */
+  async function overOneFlow(users: string[]) {
     const credentials = new MemoryCredentialStore();
-    await credentials.put(DOMAIN, 'alice', deriveCredential('ep-alice', 'alice', DOMAIN, PASSWORD));
-    await credentials.put(DOMAIN, 'bob', deriveCredential('ep-bob', 'bob', DOMAIN, 'bob-secret-1'));
-    const now = 1_700_000_000_000;
+    for (const u of users) await credentials.put(DOMAIN, u, deriveCredential(`ep-${u}`, u, DOMAIN, `${u}-secret-1`));
     const held: number[] = [];
     const closed: string[] = [];
     const registrar = new Registrar({
@@ -185,15 +188,22 @@ describe('Registrar flows shared by several endpoints (issue 28 item 3)', () => 
       if (!via) throw new Error('bad via');
       return registrar.handle({ req, flow, callId: getHeader(req, 'call-id') as string, cseq: parseCSeq(getHeader(req, 'cseq') as string) as NonNullable<ReturnType<typeof parseCSeq>>, via, received: 'sip:192.0.2.7:40000;transport=tcp' });
     };
-    const reg = async (user: string, password: string, expires: number) => {
+    /** A REGISTER of `user` over the flow; what the flow is held until after it. */
+    const reg = async (user: string, expires: number): Promise<number | undefined> => {
       const base: RegisterSpec = { transport: 'TCP', user, domain: DOMAIN, viaHost: '192.0.2.7', viaPort: 40000, callId: `c-${user}`, cseq: ++cseq, expires };
       const first = await send(registerMessage(base));
       const challenge = first.headers.find(([n]) => n === 'WWW-Authenticate')?.[1] as string;
-      const r = await send(registerMessage({ ...base, cseq: ++cseq, authorization: authorize(challenge, { user, password, method: 'REGISTER', uri: `sip:${DOMAIN}` }) }));
+      const r = await send(registerMessage({ ...base, cseq: ++cseq, authorization: authorize(challenge, { user, password: `${user}-secret-1`, method: 'REGISTER', uri: `sip:${DOMAIN}` }) }));
       expect(r.status).toBe(200);
+      return held.at(-1);
     };
-    await reg('alice', PASSWORD, 3600);
-    await reg('bob', 'bob-secret-1', 120);
+    return { registrar, held, closed, reg };
+  }
+
+  it('removing one endpoint of two on a TCP flow keeps the flow but re-holds it only until the other\'s bindings end; removing the last closes it', async () => {
+    const { registrar, held, closed, reg } = await overOneFlow(['alice', 'bob']);
+    await reg('alice', 3600);
+    await reg('bob', 120);
     expect(held.at(-1)).toBe(now + 3600_000);
     held.length = 0;
     expect(registrar.endpointRemoved({ domain: DOMAIN, user: 'alice' })).toBe(0);
@@ -205,40 +215,7 @@ describe('Registrar flows shared by several endpoints (issue 28 item 3)', () => 
   });
 
   it('a flow carrying several AORs is held until the latest of their bindings, as REGISTERs lengthen, shorten and remove them', async () => {
-    const credentials = new MemoryCredentialStore();
-    const users = ['alice', 'bob', 'carol'];
-    for (const u of users) await credentials.put(DOMAIN, u, deriveCredential(`ep-${u}`, u, DOMAIN, `${u}-secret-1`));
-    const now = 1_700_000_000_000;
-    const held: number[] = [];
-    const registrar = new Registrar({
-      store: new MemoryLocationStore(),
-      auth: new DigestAuthenticator({ credentials, nonces: new NonceManager({ secret: Buffer.from('unit-test-nonce-secret-0123456789'), ttlSeconds: 300 }), algorithms: ['MD5'] }),
-      policy: { minExpires: 60, maxExpires: 7200, defaultExpires: 3600, clampMinExpires: false, maxContacts: 10 },
-      sipDomain: 'sip.localhost',
-      nodeId: 'unit',
-      log: createLogger('silent'),
-      now: () => now,
-      onFlowHeld: (_flow, until) => held.push(until),
-    });
-    const flow = { transport: 'tcp' as const, remoteAddress: '192.0.2.7', remotePort: 40000, localAddress: '127.0.0.1', localPort: 5060, connId: 'tcp-1' };
-    let cseq = 0;
-    const send = (text: string) => {
-      const p = parseMessage(Buffer.from(text));
-      if (!p.ok || p.msg.kind !== 'request') throw new Error('bad test message');
-      const req = p.msg as SipRequest;
-      const via = parseVia(getHeaders(req, 'via')[0] as string);
-      if (!via) throw new Error('bad via');
-      return registrar.handle({ req, flow, callId: getHeader(req, 'call-id') as string, cseq: parseCSeq(getHeader(req, 'cseq') as string) as NonNullable<ReturnType<typeof parseCSeq>>, via, received: 'sip:192.0.2.7:40000;transport=tcp' });
-    };
-    /** A REGISTER of `user` over the flow; what the flow is held until after it. */
-    const reg = async (user: string, expires: number): Promise<number | undefined> => {
-      const base: RegisterSpec = { transport: 'TCP', user, domain: DOMAIN, viaHost: '192.0.2.7', viaPort: 40000, callId: `c-${user}`, cseq: ++cseq, expires };
-      const first = await send(registerMessage(base));
-      const challenge = first.headers.find(([n]) => n === 'WWW-Authenticate')?.[1] as string;
-      const r = await send(registerMessage({ ...base, cseq: ++cseq, authorization: authorize(challenge, { user, password: `${user}-secret-1`, method: 'REGISTER', uri: `sip:${DOMAIN}` }) }));
-      expect(r.status).toBe(200);
-      return held.at(-1);
-    };
+    const { reg } = await overOneFlow(['alice', 'bob', 'carol']);
     expect(await reg('alice', 3600)).toBe(now + 3600_000);
     expect(await reg('bob', 120)).toBe(now + 3600_000);
     expect(await reg('carol', 600)).toBe(now + 3600_000);
