@@ -5,6 +5,7 @@
  * another when the lease ends), makes one attempt each, and then completes,
  * schedules the next attempt, moves to fallback_answer_url, or dead-letters.
  */
+import { Poller } from './poller.js';
 import type { Logger } from '../logger.js';
 import type { CallStore, OutboxItem } from '../store/calls/calls.js';
 import { SecretBoxError } from '../security/secret-box.js';
@@ -41,46 +42,28 @@ const SECRET_CACHE_MS = 5_000;
 
 export class CallbackDispatcher {
   readonly #o: Required<Pick<CallbackDispatcherOptions, 'pollMs' | 'leaseMs' | 'concurrency'>> & CallbackDispatcherOptions;
-  #timer: NodeJS.Timeout | null = null;
+  readonly #poller: Poller;
   #inFlight = 0;
-  #ticking = false;
-  #again = false;
-  #stopped = false;
   readonly #secrets = new Map<string, { secret: string | null; at: number }>();
   readonly #running = new Set<Promise<void>>();
 
   constructor(o: CallbackDispatcherOptions) {
     this.#o = { ...o, pollMs: o.pollMs ?? 250, leaseMs: o.leaseMs ?? 15_000, concurrency: o.concurrency ?? 32 };
+    this.#poller = new Poller(() => this.#tick(), this.#o.pollMs);
   }
 
   start(): void {
-    if (this.#timer) return;
-    this.#timer = setInterval(() => this.wake(), this.#o.pollMs);
-    this.#timer.unref();
+    this.#poller.start();
   }
 
   /** Look at the outbox now (this process just queued a callback). */
   wake(): void {
-    if (this.#stopped) return;
-    if (this.#ticking) {
-      this.#again = true;
-      return;
-    }
-    this.#ticking = true;
-    void this.#tick().finally(() => {
-      this.#ticking = false;
-      if (this.#again) {
-        this.#again = false;
-        this.wake();
-      }
-    });
+    this.#poller.wake();
   }
 
   /** Stop claiming; wait for the attempts in flight. */
   async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = null;
+    this.#poller.stop();
     await Promise.all([...this.#running]);
   }
 

@@ -16,6 +16,7 @@
  *   message that did go out is linked and moved on (`sent`, …) by its first status.
  */
 import { randomBytes } from 'node:crypto';
+import { Poller } from '../events/poller.js';
 import type { Logger } from '../logger.js';
 import { STATUS_RANK, type ChannelRecord, type MessageRecord, type MessageStatus, type MessageType, type MessagingStore, type QueuedSend } from '../store/messaging/messaging.js';
 import type { Channels } from './channels.js';
@@ -217,50 +218,28 @@ export interface SendWorkerOptions {
 /** Makes the provider requests of queued messages, on every node, each send leased to one. */
 export class SendWorker {
   readonly #o: SendWorkerOptions & Required<Pick<SendWorkerOptions, 'pollMs' | 'leaseMs' | 'concurrency'>>;
-  #timer: NodeJS.Timeout | null = null;
-  #ticking = false;
-  #again = false;
-  #stopped = false;
-  #started = false;
+  readonly #poller: Poller;
   #inFlight = 0;
   readonly #running = new Set<Promise<void>>();
   /** Messages this node is attempting now (a lease that ran out under a slow attempt does not start a second one here). */
   readonly #mine = new Set<string>();
 
   constructor(o: SendWorkerOptions) {
-    // `??`, not a spread of defaults: an option passed as undefined keeps its default (a spread
-    // made pollMs undefined, and setInterval(…, undefined) polled the store every millisecond).
     this.#o = { ...o, pollMs: o.pollMs ?? 250, leaseMs: o.leaseMs ?? 30_000, concurrency: o.concurrency ?? 32 };
+    this.#poller = new Poller(() => this.#tick(), this.#o.pollMs);
   }
 
   start(): void {
-    if (this.#timer || this.#stopped) return;
-    this.#started = true;
-    this.#timer = setInterval(() => this.wake(), this.#o.pollMs);
-    this.#timer.unref();
+    this.#poller.start();
   }
 
   /** Look at the queue now (a no-op until started: a node that does not run the worker leaves sends to those that do). */
   wake(): void {
-    if (this.#stopped || !this.#started) return;
-    if (this.#ticking) {
-      this.#again = true;
-      return;
-    }
-    this.#ticking = true;
-    void this.#tick().finally(() => {
-      this.#ticking = false;
-      if (this.#again) {
-        this.#again = false;
-        this.wake();
-      }
-    });
+    if (this.#poller.started) this.#poller.wake();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = null;
+    this.#poller.stop();
     await Promise.all([...this.#running]);
   }
 
